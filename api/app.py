@@ -1,0 +1,125 @@
+"""create_app(settings): the composition root. Nothing is built at import time."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api import problems
+from api.app_banner import EMBEDDED_BANNER
+from api.database import create_engine
+from api.routes import chats, health, messages
+from api.runtime import Runtime
+from api.settings import Settings
+from chat.steps import PostgresStepStore
+from chat.store import PostgresChatStore
+from llm.embedded import EmbeddedChatServer
+from llm.onnx_embedder import MODEL_NAME as EMBEDDED_EMBEDDER
+from llm.openai import OpenAIChatModel
+from llm.tokens import TiktokenCounter
+from llm.types import ProviderConfig
+from orchestrator.step import StepConfig, StepDeps
+
+log = logging.getLogger("jin")
+
+
+
+def _step_config(settings: Settings, context_window: int | None) -> StepConfig:
+    return StepConfig(
+        context_window=context_window or settings.embedded_context_window,
+        answer_reserve_tokens=settings.answer_reserve_tokens,
+        tail_budget_ratio=settings.tail_budget_ratio,
+        compact_trigger_ratio=settings.compact_trigger_ratio,
+        max_message_chars=settings.max_message_chars,
+        lease_ttl=settings.lease_ttl_seconds,
+        queue_wait=settings.queue_wait_seconds,
+        abort_poll=settings.abort_poll_seconds,
+        partial_flush=settings.partial_flush_seconds,
+        worker_id=f"{socket.gethostname()}:{os.getpid()}",
+    )
+
+
+class _BodyLimit:
+    """Refuse bodies over the limit by their Content-Length, before anything reads them."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            length = dict(scope["headers"]).get(b"content-length", b"")
+            if length.isdigit() and int(length) > self.limit:
+                response = problems.problem_response(
+                    413, "request_too_large", f"the body is over {self.limit} bytes"
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    if not settings.database_url:
+        raise ValueError("create_app needs settings.database_url (jin serve resolves it)")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        embedded: EmbeddedChatServer | None = None
+        brain = settings.provider("brain")
+        helper = settings.provider("helper")
+        if brain is None or helper is None:
+            embedded = EmbeddedChatServer(
+                threads=settings.embedded_model_threads,
+                context_window=settings.embedded_context_window,
+            )
+            local = embedded.start()
+            brain = brain or local
+            helper = helper or ProviderConfig(**{**local.__dict__, "role": "helper"})
+        embedder = settings.provider("embedder") or {
+            "role": "embedder", "model": EMBEDDED_EMBEDDER, "embedded": True, "dim": 384,
+        }
+        if brain.embedded:
+            log.warning(EMBEDDED_BANNER)
+        log.info("brain: %s at %s", brain.model, brain.base_url)
+        log.info("helper: %s at %s", helper.model, helper.base_url)
+
+        engine = create_engine(settings.database_url or "")
+        timeout = httpx.Timeout(
+            connect=settings.provider_connect_timeout, read=settings.provider_read_timeout,
+            write=settings.provider_read_timeout, pool=settings.provider_connect_timeout,
+        )
+        http = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=500))
+        deps = StepDeps(
+            chats=PostgresChatStore(engine),
+            steps=PostgresStepStore(engine),
+            brain=OpenAIChatModel(brain, http),
+            counter=TiktokenCounter(),
+            config=_step_config(settings, brain.context_window),
+        )
+        app.state.runtime = Runtime(
+            engine=engine, http=http, deps=deps,
+            providers={"brain": brain, "helper": helper, "embedder": embedder},
+        )
+        try:
+            yield
+        finally:
+            await app.state.runtime.drain()
+            await http.aclose()
+            await engine.dispose()
+            if embedded is not None:
+                embedded.stop()
+
+    app = FastAPI(title="jin", version="0.1.0", lifespan=lifespan)
+    app.state.settings = settings
+    app.add_middleware(_BodyLimit, limit=settings.max_request_bytes)
+    problems.install(app)
+    app.include_router(health.router)
+    app.include_router(chats.router)
+    app.include_router(messages.router)
+    return app

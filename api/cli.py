@@ -1,0 +1,142 @@
+"""The `jin` command: serve, migrate, chat."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from api.settings import Settings
+
+DIM, RESET, BOLD = "\x1b[2m", "\x1b[0m", "\x1b[1m"
+
+
+def _database_url(settings: Settings) -> str:
+    if settings.database_url:
+        return settings.database_url
+    from api.database import start_embedded
+
+    return start_embedded(settings.data_dir)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.app import create_app
+    from api.database import migrate
+
+    settings = Settings()
+    overrides: dict[str, Any] = {}
+    if args.host:
+        overrides["host"] = args.host
+    if args.port is not None:
+        overrides["port"] = args.port
+    url = _database_url(settings)
+    migrate(url)
+    settings = settings.model_copy(update={**overrides, "database_url": url})
+    app = create_app(settings)
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level=settings.log_level,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from api.database import downgrade, migrate
+
+    url = _database_url(Settings())
+    if args.downgrade:
+        downgrade(url, args.downgrade)
+    else:
+        migrate(url, args.revision)
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    """A terminal client: streams a conversation through the API, reasoning dimmed."""
+    import httpx
+
+    from llm.sse import SSEDecoder
+
+    base = args.url.rstrip("/")
+    with httpx.Client(timeout=httpx.Timeout(10.0, read=None)) as client:
+        chat_id = args.chat
+        if not chat_id:
+            created = client.post(
+                f"{base}/v1/chats",
+                json={"user_id": args.user, "title": "terminal", "system_prompt": args.system},
+            )
+            created.raise_for_status()
+            chat_id = created.json()["id"]
+        print(f"{DIM}chat {chat_id} - empty line or Ctrl-D to quit{RESET}")
+        while True:
+            try:
+                line = input(f"{BOLD}you>{RESET} ").strip()
+            except EOFError:
+                break
+            if not line:
+                break
+            _stream_step(client, base, chat_id, line, SSEDecoder())
+    return 0
+
+
+def _stream_step(client: Any, base: str, chat_id: str, content: str, decoder: Any) -> None:
+    event_name = ""
+    with client.stream(
+        "POST", f"{base}/v1/chats/{chat_id}/messages", json={"content": content},
+        headers={"Accept": "text/event-stream"},
+    ) as response:
+        if response.status_code >= 400:
+            print(f"error {response.status_code}: {response.read().decode()}", file=sys.stderr)
+            return
+        print(f"{BOLD}jin>{RESET} ", end="", flush=True)
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                event_name = line.partition(":")[2].strip()
+            data = decoder.feed(line)
+            if data is None:
+                continue
+            payload = json.loads(data)
+            if event_name == "thinking_chunk":
+                print(f"{DIM}{payload['chunk']}{RESET}", end="", flush=True)
+            elif event_name == "message_chunk":
+                print(payload["chunk"], end="", flush=True)
+            elif event_name == "message_error":
+                print(f"\n[error {payload['code']}: {payload['text']}]", end="")
+    print()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="jin", description="a memory runtime for LLM chat")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="migrate, then serve the API (embedded defaults)")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(func=_serve)
+
+    migrate = sub.add_parser("migrate", help="alembic upgrade head (or --downgrade REV)")
+    migrate.add_argument("--revision", default="head")
+    migrate.add_argument("--downgrade", metavar="REV")
+    migrate.set_defaults(func=_migrate)
+
+    chat = sub.add_parser("chat", help="talk to a running jin from the terminal")
+    chat.add_argument("--url", default="http://127.0.0.1:8000")
+    chat.add_argument("--chat", help="continue this chat id")
+    chat.add_argument("--user", default="terminal-user")
+    chat.add_argument("--system", default="You are a helpful assistant.")
+    chat.set_defaults(func=_chat)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

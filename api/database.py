@@ -1,0 +1,82 @@
+"""The database: the embedded Postgres when none is configured, URLs, engine and migrations."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from sqlalchemy import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+log = logging.getLogger("jin.database")
+
+EMBEDDED_DB = "jin"
+
+
+def async_url(url: str) -> str:
+    """Any Postgres URL -> the asyncpg flavour SQLAlchemy wants."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2"):
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> str:
+    """Start (or reuse) the embedded PostgreSQL with pgvector; returns its URL.
+
+    The server listens on a unix socket inside the data dir. With cleanup_mode "stop" it stops
+    when the last process that uses it exits.
+    """
+    import pgserver  # imported here: only the embedded mode needs it
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(data_dir / "pg", cleanup_mode=cleanup_mode)
+    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{EMBEDDED_DB}';")
+    if "(0 rows)" in exists:
+        server.psql(f"CREATE DATABASE {EMBEDDED_DB};")
+    base = make_url(server.get_uri())
+    log.info("embedded PostgreSQL running in %s", data_dir / "pg")
+    return base.set(database=EMBEDDED_DB).render_as_string(hide_password=False)
+
+
+def create_engine(url: str, *, pool_size: int = 20) -> AsyncEngine:
+    return create_async_engine(
+        async_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+    )
+
+
+def _alembic_config(url: str):  # noqa: ANN202 - alembic.config.Config
+    from alembic.config import Config
+
+    import migrations
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    config.set_main_option("sqlalchemy.url", async_url(url).replace("%", "%%"))
+    return config
+
+
+def migrate(url: str, revision: str = "head") -> None:
+    """`alembic upgrade` to a revision. Synchronous: call it before the event loop starts."""
+    from alembic import command
+
+    command.upgrade(_alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str = "base") -> None:
+    from alembic import command
+
+    command.downgrade(_alembic_config(url), revision)
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    import migrations
+
+    script = ScriptDirectory(str(Path(migrations.__file__).parent))
+    return script.get_current_head() or ""

@@ -1,0 +1,72 @@
+"""Errors outside a stream, as `application/problem+json` (RFC 9457) with a stable `code`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from orchestrator.errors import StepError
+
+PROBLEM_TYPE = "application/problem+json"
+
+_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "rate_limited",
+    500: "internal_error",
+    503: "unavailable",
+}
+
+
+class Problem(Exception):
+    """Raise from a route to answer with a problem document."""
+
+    def __init__(self, status: int, code: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status, self.code, self.detail, self.extra = status, code, detail, extra
+
+
+def problem_response(
+    status: int, code: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    body = {
+        "type": f"https://jin.dev/problems/{code}",
+        "title": code.replace("_", " ").capitalize(),
+        "status": status,
+        "code": code,
+        "detail": detail,
+        **extra,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(Problem)
+    async def _problem(_: Request, exc: Problem) -> JSONResponse:
+        return problem_response(exc.status, exc.code, exc.detail, **exc.extra)
+
+    @app.exception_handler(StepError)
+    async def _step_error(_: Request, exc: StepError) -> JSONResponse:
+        return problem_response(exc.status, exc.code, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        return problem_response(422, "invalid_request", "the request is not valid", errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _CODES.get(exc.status_code, "http_error")
+        return problem_response(exc.status_code, code, str(exc.detail), headers=exc.headers)

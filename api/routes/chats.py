@@ -1,0 +1,138 @@
+"""Chats: create, list, read, update, delete; what the next step would send; start over."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+
+from api.deps import RuntimeDep, TenantDep
+from api.problems import Problem
+from api.schemas import CreateChat, UpdateChat, chat_json, message_json
+from chat.ports import NewChat
+from chat.types import Chat, ModelSettings
+from orchestrator.context import assemble
+from orchestrator.step import budget_for
+
+router = APIRouter(prefix="/v1/chats", tags=["chats"])
+
+
+def _missing(chat_id: uuid.UUID) -> Problem:
+    return Problem(404, "chat_not_found", f"chat {chat_id} does not exist")
+
+
+async def _chat(runtime: RuntimeDep, tenant: str, chat_id: uuid.UUID) -> Chat:
+    chat = await runtime.deps.chats.get_chat(tenant, chat_id)
+    if chat is None:
+        raise _missing(chat_id)
+    return chat
+
+
+def _encode_cursor(chat: Chat) -> str:
+    raw = f"{chat.created_at.isoformat()}|{chat.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        at, _, chat_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(at), uuid.UUID(chat_id)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Problem(422, "invalid_cursor", "the cursor is not one this API gave out") from exc
+
+
+@router.post("", status_code=201)
+async def create_chat(body: CreateChat, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
+    chat = await runtime.deps.chats.create_chat(
+        NewChat(
+            tenant_id=tenant,
+            user_id=body.user_id,
+            title=body.title,
+            system_prompt=body.system_prompt,
+            settings=ModelSettings(**body.settings.model_dump()),
+            busy_policy=body.busy_policy,
+        )
+    )
+    return chat_json(chat)
+
+
+@router.get("")
+async def list_chats(
+    runtime: RuntimeDep,
+    tenant: TenantDep,
+    user_id: str | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> dict[str, Any]:
+    after = _decode_cursor(cursor) if cursor else None
+    chats = await runtime.deps.chats.list_chats(tenant, user_id, after, limit + 1)
+    page = chats[:limit]
+    next_cursor = _encode_cursor(page[-1]) if len(chats) > limit else None
+    return {"chats": [chat_json(c) for c in page], "next_cursor": next_cursor}
+
+
+@router.get("/{chat_id}")
+async def get_chat(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
+    return chat_json(await _chat(runtime, tenant, chat_id))
+
+
+@router.patch("/{chat_id}")
+async def update_chat(
+    chat_id: uuid.UUID, body: UpdateChat, runtime: RuntimeDep, tenant: TenantDep
+) -> dict[str, Any]:
+    changes = body.model_dump(exclude_unset=True)
+    if isinstance(changes.get("settings"), dict):
+        changes["settings"] = {k: v for k, v in changes["settings"].items() if v is not None}
+    chat = await runtime.deps.chats.update_chat(tenant, chat_id, changes)
+    if chat is None:
+        raise _missing(chat_id)
+    return chat_json(chat)
+
+
+@router.delete("/{chat_id}", status_code=204)
+async def delete_chat(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> Response:
+    if not await runtime.deps.chats.delete_chat(tenant, chat_id):
+        raise _missing(chat_id)
+    return Response(status_code=204)
+
+
+@router.get("/{chat_id}/context")
+async def context(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
+    """What the next step would send, before its new message: sections, tokens, budget."""
+    deps = runtime.deps
+    chat = await _chat(runtime, tenant, chat_id)
+    window = await deps.chats.load_window(chat, deps.config.tail_read_rows)
+    budget = budget_for(chat, deps.config)
+    plan = assemble(window, None, budget, deps.counter)
+    return {
+        "chat_id": str(chat.id),
+        "messages": [m.to_openai() for m in plan.messages],
+        "sections": [
+            {"name": s.name, "tokens": s.tokens, "messages": len(s.messages), "ids": s.source_ids}
+            for s in plan.sections
+        ],
+        "total_tokens": plan.total_tokens,
+        "budget": {
+            "context_window": budget.context_window,
+            "answer_reserve": budget.answer_reserve,
+            "total": budget.total,
+            "tail_tokens": budget.tail_tokens,
+            "trigger": budget.trigger,
+        },
+        "summary": message_json(window.summary) if window.summary else None,
+        "left_out": plan.left_out,
+        "would_compact": plan.would_compact,
+        "recalled": [],
+    }
+
+
+@router.post("/{chat_id}/reset", status_code=201)
+async def reset(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
+    """The "start over" line: an empty summary row; the next step sees nothing before it."""
+    row = await runtime.deps.chats.append_summary(tenant, chat_id, "", {"reset": True})
+    if row is None:
+        raise _missing(chat_id)
+    return message_json(row)

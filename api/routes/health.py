@@ -1,0 +1,61 @@
+"""Liveness, readiness and the status of the model roles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from api.app_banner import EMBEDDED_BANNER
+from api.database import head_revision
+from api.deps import RuntimeDep
+from llm.types import ProviderConfig
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(runtime: RuntimeDep) -> JSONResponse:
+    head = head_revision()
+    try:
+        async with runtime.engine.connect() as conn:
+            current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+    except Exception as exc:  # readiness reports the failure instead of raising it
+        return JSONResponse(
+            {"status": "unavailable", "database": f"{type(exc).__name__}"}, status_code=503
+        )
+    ready = current == head
+    return JSONResponse(
+        {"status": "ready" if ready else "migrations_pending", "migration": current, "head": head},
+        status_code=200 if ready else 503,
+    )
+
+
+def _role(value: ProviderConfig | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(value, ProviderConfig):
+        return {
+            "url": value.base_url,
+            "model": value.model,
+            "context_window": value.context_window,
+            "embedded": value.embedded,
+        }
+    return dict(value)
+
+
+@router.get("/v1/status")
+async def status(runtime: RuntimeDep) -> dict[str, Any]:
+    roles = {name: _role(v) for name, v in runtime.providers.items()}
+    embedded = [name for name, r in roles.items() if r.get("embedded")]
+    return {
+        "version": "0.1.0",
+        "roles": roles,
+        "embedded_roles": embedded,
+        "banner": EMBEDDED_BANNER if "brain" in embedded else None,
+    }

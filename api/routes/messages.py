@@ -1,0 +1,108 @@
+"""Running a step (SSE or JSON), the full history, and abort."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from api.deps import RuntimeDep, TenantDep
+from api.problems import Problem
+from api.schemas import PostMessage, message_json
+from api.sse import StepResult, frame, replay_events
+from orchestrator.events import StepEvent
+from orchestrator.step import AbortSignal, Replayed, StepRequest, run_step, start_step
+
+router = APIRouter(prefix="/v1/chats", tags=["messages"])
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _wants_sse(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "")
+
+
+@router.post("/{chat_id}/messages", response_model=None)
+async def post_message(
+    chat_id: uuid.UUID, body: PostMessage, request: Request, runtime: RuntimeDep,
+    tenant: TenantDep,
+) -> StreamingResponse | JSONResponse:
+    """Run a step. Lease, idempotency and size are settled before any byte is streamed."""
+    started = await start_step(
+        runtime.deps, StepRequest(tenant, chat_id, body.content, body.idempotency_key)
+    )
+    if isinstance(started, Replayed):
+        events: list[StepEvent] = replay_events(started.outcome)
+        if _wants_sse(request):
+            return StreamingResponse(
+                _replay(events), media_type="text/event-stream", headers=SSE_HEADERS
+            )
+        result = StepResult(replayed=True)
+        for event in events:
+            result.add(event)
+        return JSONResponse(result.json())
+
+    abort = AbortSignal()
+    queue = runtime.launch(chat_id, run_step(runtime.deps, started, abort), abort)
+
+    if _wants_sse(request):
+        async def stream() -> AsyncIterator[bytes]:
+            finished = False
+            try:
+                while (event := await queue.get()) is not None:
+                    yield frame(event)
+                finished = True
+            finally:
+                if not finished:
+                    abort.set("client_disconnected")
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    result = StepResult()
+    while (event := await queue.get()) is not None:
+        result.add(event)
+    return JSONResponse(result.json())
+
+
+async def _replay(events: list[StepEvent]) -> AsyncIterator[bytes]:
+    for event in events:
+        yield frame(event)
+
+
+@router.get("/{chat_id}/messages")
+async def history(
+    chat_id: uuid.UUID,
+    runtime: RuntimeDep,
+    tenant: TenantDep,
+    before: Annotated[int | None, Query(ge=0)] = None,
+    after: Annotated[int | None, Query(ge=-1)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> dict[str, Any]:
+    """Every row, summary rows and markers included, in position order, by keyset pages."""
+    page = await runtime.deps.chats.list_messages(
+        tenant, chat_id, before=before, after=after, limit=limit
+    )
+    if page is None:
+        raise Problem(404, "chat_not_found", f"chat {chat_id} does not exist")
+    rows = page.messages
+    return {
+        "messages": [message_json(m) for m in rows],
+        "has_more": page.has_more,
+        "first_position": rows[0].position if rows else None,
+        "last_position": rows[-1].position if rows else None,
+    }
+
+
+@router.post("/{chat_id}/abort")
+async def abort(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
+    """Stop the chat's running step, whichever worker runs it."""
+    if await runtime.deps.chats.get_chat(tenant, chat_id) is None:
+        raise Problem(404, "chat_not_found", f"chat {chat_id} does not exist")
+    step_id = await runtime.deps.steps.request_abort(tenant, chat_id)
+    local = runtime.running.get(chat_id)
+    if local is not None:
+        local.set("aborted")
+    return {"aborted": step_id is not None, "step_id": str(step_id) if step_id else None}

@@ -1,0 +1,67 @@
+"""What one worker process holds while it runs: clients, stores, and its in-flight steps.
+
+Nothing here is state of a chat: any worker can serve any step. The registry of local steps only
+makes an abort posted to this worker immediate; other workers see it through Postgres.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from llm.types import ProviderConfig
+from orchestrator.events import MessageError, StepEvent
+from orchestrator.step import AbortSignal, StepDeps
+
+log = logging.getLogger("jin.runtime")
+
+
+@dataclass
+class Runtime:
+    engine: AsyncEngine
+    http: httpx.AsyncClient
+    deps: StepDeps
+    providers: dict[str, ProviderConfig | dict[str, Any]]
+    tenant_id: str = "default"
+    running: dict[uuid.UUID, AbortSignal] = field(default_factory=dict)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def launch(
+        self, chat_id: uuid.UUID, events: AsyncIterator[StepEvent], abort: AbortSignal
+    ) -> asyncio.Queue[StepEvent | None]:
+        """Run a step in its own task, so a client that goes away cannot cut a write short."""
+        queue: asyncio.Queue[StepEvent | None] = asyncio.Queue()
+        self.running[chat_id] = abort
+        task = asyncio.create_task(self._drive(chat_id, events, queue, abort))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return queue
+
+    async def _drive(
+        self, chat_id: uuid.UUID, events: AsyncIterator[StepEvent],
+        queue: asyncio.Queue[StepEvent | None], abort: AbortSignal,
+    ) -> None:
+        try:
+            async for event in events:
+                queue.put_nowait(event)
+        except Exception as exc:  # the streaming boundary: a last event and a log line
+            log.exception("step failed unexpectedly")
+            queue.put_nowait(MessageError(None, "internal_error", f"{type(exc).__name__}: {exc}"))
+        finally:
+            if self.running.get(chat_id) is abort:
+                del self.running[chat_id]
+            queue.put_nowait(None)
+
+    async def drain(self, grace: float = 30.0) -> None:
+        """On shutdown: ask running steps to stop and wait for them to persist."""
+        for abort in self.running.values():
+            abort.set("shutdown")
+        if self.tasks:
+            await asyncio.wait(self.tasks, timeout=grace)

@@ -1,0 +1,80 @@
+"""The only place the environment is read.
+
+Every variable is prefixed `JIN_`, except `DATABASE_URL`, which is also accepted bare because
+that is what hosting platforms set.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from llm.types import ProviderConfig
+
+
+def default_data_dir() -> Path:
+    """The user's data home (XDG), where the embedded Postgres keeps its files."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "jin"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JIN_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("JIN_DATABASE_URL", "DATABASE_URL")
+    )
+    data_dir: Path = Field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    # Model roles. Unset URL means the embedded model (brain/helper) or embedder.
+    brain_url: str | None = None
+    brain_model: str | None = None
+    brain_api_key: str | None = None
+    brain_context_window: int | None = Field(default=None, gt=0)
+    helper_url: str | None = None
+    helper_model: str | None = None
+    helper_api_key: str | None = None
+    helper_context_window: int | None = Field(default=None, gt=0)
+    embedder_url: str | None = None
+    embedder_model: str | None = None
+    embedder_api_key: str | None = None
+    embedded_model_threads: int = Field(default=1, ge=1)
+    embedded_context_window: int = Field(default=8192, gt=0)
+
+    # The step.
+    max_message_chars: int = Field(default=100_000, gt=0)
+    max_request_bytes: int = Field(default=1_000_000, gt=0)
+    answer_reserve_tokens: int = Field(default=1024, gt=0)
+    tail_budget_ratio: float = Field(default=0.5, gt=0, le=1)
+    compact_trigger_ratio: float = Field(default=0.75, gt=0, le=1)
+    lease_ttl_seconds: float = Field(default=30.0, gt=0)
+    queue_wait_seconds: float = Field(default=60.0, ge=0)
+    abort_poll_seconds: float = Field(default=0.2, gt=0)
+    partial_flush_seconds: float = Field(default=1.0, gt=0)
+    provider_connect_timeout: float = Field(default=10.0, gt=0)
+    provider_read_timeout: float = Field(default=120.0, gt=0)
+
+    @field_validator("brain_url", "helper_url", "embedder_url")
+    @classmethod
+    def _strip_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value
+
+    def provider(self, role: Literal["brain", "helper", "embedder"]) -> ProviderConfig | None:
+        """The configured server of a role, or None when the embedded one should serve it."""
+        url = getattr(self, f"{role}_url")
+        if not url:
+            return None
+        return ProviderConfig(
+            role=role,
+            base_url=url,
+            model=getattr(self, f"{role}_model") or "default",
+            api_key=getattr(self, f"{role}_api_key"),
+            context_window=getattr(self, f"{role}_context_window", None),
+        )

@@ -1,0 +1,198 @@
+"""Postgres ChatStore: rows in, dataclasses out."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from chat.ports import NewChat
+from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, message_from_row
+from chat.types import POSITION_GAP, Chat, Message, Page, Window
+
+# Rows a step may read from its history: what the model saw or said.
+_VISIBLE = (
+    "kind IN ('user','assistant','tool','system') "
+    "AND (status = 'complete' OR (status = 'interrupted' AND content <> ''))"
+)
+
+_WINDOW_SQL = text(f"""
+WITH s AS (
+    SELECT position FROM messages
+    WHERE chat_id = :chat AND kind = 'summary' ORDER BY position DESC LIMIT 1
+)
+(SELECT {MESSAGE_COLUMNS} FROM messages
+  WHERE chat_id = :chat AND position = (SELECT position FROM s))
+UNION ALL
+(SELECT {MESSAGE_COLUMNS} FROM messages
+  WHERE chat_id = :chat AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
+  ORDER BY position DESC LIMIT :limit)
+""")
+
+
+class PostgresChatStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def create_chat(self, new: NewChat) -> Chat:
+        async with self._engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    text(f"""
+                    INSERT INTO chats (id, tenant_id, user_id, title, system_prompt, settings,
+                                       busy_policy)
+                    VALUES (:id, :tenant, :user, :title, :prompt, CAST(:settings AS jsonb),
+                            :policy)
+                    RETURNING {CHAT_COLUMNS}"""),
+                    {
+                        "id": uuid.uuid4(),
+                        "tenant": new.tenant_id,
+                        "user": new.user_id,
+                        "title": new.title,
+                        "prompt": new.system_prompt,
+                        "settings": json.dumps(_settings_json(new.settings)),
+                        "policy": new.busy_policy,
+                    },
+                )
+            ).mappings().one()
+        return chat_from_row(row)
+
+    async def get_chat(self, tenant_id: str, chat_id: uuid.UUID) -> Chat | None:
+        async with self._engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    text(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id = :id AND tenant_id = :t"),
+                    {"id": chat_id, "t": tenant_id},
+                )
+            ).mappings().first()
+        return chat_from_row(row) if row else None
+
+    async def list_chats(
+        self, tenant_id: str, user_id: str | None, cursor: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[Chat]:
+        clauses = ["tenant_id = :t"]
+        params: dict[str, Any] = {"t": tenant_id, "limit": limit}
+        if user_id is not None:
+            clauses.append("user_id = :u")
+            params["u"] = user_id
+        if cursor is not None:
+            clauses.append("(created_at, id) < (:c_at, :c_id)")
+            params["c_at"], params["c_id"] = cursor
+        sql = (
+            f"SELECT {CHAT_COLUMNS} FROM chats WHERE {' AND '.join(clauses)} "
+            "ORDER BY created_at DESC, id DESC LIMIT :limit"
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(text(sql), params)).mappings().all()
+        return [chat_from_row(r) for r in rows]
+
+    async def update_chat(
+        self, tenant_id: str, chat_id: uuid.UUID, changes: dict[str, Any]
+    ) -> Chat | None:
+        sets, params = ["updated_at = now()"], {"id": chat_id, "t": tenant_id}
+        for name in ("title", "system_prompt", "busy_policy"):
+            if name in changes:
+                sets.append(f"{name} = :{name}")
+                params[name] = changes[name]
+        if "settings" in changes:
+            sets.append("settings = settings || CAST(:settings AS jsonb)")
+            params["settings"] = json.dumps(changes["settings"])
+        sql = (
+            f"UPDATE chats SET {', '.join(sets)} WHERE id = :id AND tenant_id = :t "
+            f"RETURNING {CHAT_COLUMNS}"
+        )
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(text(sql), params)).mappings().first()
+        return chat_from_row(row) if row else None
+
+    async def delete_chat(self, tenant_id: str, chat_id: uuid.UUID) -> bool:
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                text("DELETE FROM chats WHERE id = :id AND tenant_id = :t RETURNING id"),
+                {"id": chat_id, "t": tenant_id},
+            )
+            return result.first() is not None
+
+    async def load_window(self, chat: Chat, max_rows: int) -> Window:
+        async with self._engine.connect() as conn:
+            rows = (
+                await conn.execute(_WINDOW_SQL, {"chat": chat.id, "limit": max_rows + 1})
+            ).mappings().all()
+        messages = [message_from_row(r) for r in rows]
+        summary = next((m for m in messages if m.kind == "summary"), None)
+        tail = [m for m in messages if m.kind != "summary"]
+        more_before = len(tail) > max_rows
+        tail = tail[:max_rows]
+        tail.reverse()
+        return Window(chat=chat, summary=summary, tail=tail, more_before=more_before)
+
+    async def list_messages(
+        self, tenant_id: str, chat_id: uuid.UUID, *, before: int | None, after: int | None,
+        limit: int,
+    ) -> Page | None:
+        clauses = ["m.chat_id = :chat", "c.tenant_id = :t"]
+        params: dict[str, Any] = {"chat": chat_id, "t": tenant_id, "limit": limit + 1}
+        if after is not None:
+            clauses.append("m.position > :after")
+            params["after"] = after
+        if before is not None:
+            clauses.append("m.position < :before")
+            params["before"] = before
+        # Paging backwards (before only) reads the newest rows below the cursor.
+        descending = before is not None and after is None
+        order = "DESC" if descending else "ASC"
+        cols = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+        sql = (
+            f"SELECT {cols} FROM messages m JOIN chats c ON c.id = m.chat_id "
+            f"WHERE {' AND '.join(clauses)} ORDER BY m.position {order} LIMIT :limit"
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(text(sql), params)).mappings().all()
+            if not rows:
+                exists = await conn.execute(
+                    text("SELECT 1 FROM chats WHERE id = :chat AND tenant_id = :t"), params
+                )
+                if exists.first() is None:
+                    return None
+        messages = [message_from_row(r) for r in rows[:limit]]
+        if descending:
+            messages.reverse()
+        return Page(messages=messages, has_more=len(rows) > limit)
+
+    async def append_summary(
+        self, tenant_id: str, chat_id: uuid.UUID, content: str, meta: dict[str, Any]
+    ) -> Message | None:
+        async with self._engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    text(f"""
+                    WITH pos AS (
+                        UPDATE chats SET last_position = last_position + :gap, updated_at = now()
+                        WHERE id = :chat AND tenant_id = :t RETURNING last_position
+                    )
+                    INSERT INTO messages (id, chat_id, position, kind, content, status, meta)
+                    SELECT :id, :chat, last_position, 'summary', :content, 'complete',
+                           CAST(:meta AS jsonb)
+                    FROM pos
+                    RETURNING {MESSAGE_COLUMNS}"""),
+                    {
+                        "gap": POSITION_GAP,
+                        "chat": chat_id,
+                        "t": tenant_id,
+                        "id": uuid.uuid4(),
+                        "content": content,
+                        "meta": json.dumps(meta),
+                    },
+                )
+            ).mappings().first()
+        return message_from_row(row) if row else None
+
+
+def _settings_json(settings: Any) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(settings).items() if v is not None}

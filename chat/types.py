@@ -1,0 +1,106 @@
+"""Chats, messages and steps as frozen dataclasses. Pure: no I/O, no ORM."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+MessageKind = Literal["user", "assistant", "tool", "system", "summary", "marker"]
+MessageStatus = Literal["complete", "streaming", "interrupted", "failed"]
+StepStatus = Literal["running", "complete", "interrupted", "failed"]
+BusyPolicy = Literal["queue", "reject", "interrupt"]
+
+MESSAGE_KINDS: tuple[MessageKind, ...] = (
+    "user", "assistant", "tool", "system", "summary", "marker",
+)
+BUSY_POLICIES: tuple[BusyPolicy, ...] = ("queue", "reject", "interrupt")
+
+# Messages of a step take positions POSITION_GAP apart, so that a summary row can be placed
+# right after the message it follows (position + 1) without renumbering anything.
+POSITION_GAP = 1024
+
+SUMMARY_NAMESPACE = uuid.UUID("6b1f0c52-8d3e-4a0e-9a57-2f1d3c5e7a10")
+
+
+def summary_id_for(message_id: uuid.UUID) -> uuid.UUID:
+    """The id of the summary row that follows a message: two writers produce one row."""
+    return uuid.uuid5(SUMMARY_NAMESPACE, str(message_id))
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Per-chat model settings; None means the deployment default."""
+
+    model: str | None = None
+    temperature: float | None = None
+    max_answer_tokens: int | None = None
+    context_window: int | None = None
+    tail_budget_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Chat:
+    id: uuid.UUID
+    tenant_id: str
+    user_id: str
+    title: str
+    system_prompt: str
+    settings: ModelSettings
+    busy_policy: BusyPolicy
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Message:
+    id: uuid.UUID
+    chat_id: uuid.UUID
+    position: int
+    kind: MessageKind
+    content: str
+    status: MessageStatus
+    token_count: int
+    created_at: datetime
+    reasoning: str = ""
+    usage: dict[str, Any] | None = None
+    step_id: uuid.UUID | None = None
+    idempotency_key: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a step rehydrates: the chat, its latest summary row and the rows after it.
+
+    `tail` is oldest first and may be longer than the tail budget; the context engine cuts it.
+    `more_before` says that rows after the summary exist beyond what was read.
+    """
+
+    chat: Chat
+    summary: Message | None
+    tail: list[Message]
+    more_before: bool
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    id: uuid.UUID
+    chat_id: uuid.UUID
+    status: StepStatus
+    user_message_id: uuid.UUID
+    assistant_message_id: uuid.UUID
+    idempotency_key: str | None
+    error_code: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Page:
+    """A keyset page of history."""
+
+    messages: list[Message]
+    has_more: bool

@@ -1,0 +1,1 @@
+"""Talking to models: ports, the OpenAI-compatible adapter, SSE parsing, tokens, embedded models."""

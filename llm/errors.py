@@ -1,0 +1,42 @@
+"""Errors of the model layer.
+
+    LLMError                      root; `code` is stable and shown to clients
+    ├── ProviderUnreachable       connection refused, DNS, TLS       provider_unreachable
+    ├── ProviderTimeout           connect, first byte or between chunks  provider_timeout
+    ├── ProviderHTTPError         a non-2xx answer                   provider_error
+    ├── ProviderDisconnected      the stream ended before it finished provider_disconnected
+    └── MalformedStream           bytes that are not the protocol    provider_malformed_stream
+
+Vendor exceptions (httpx) are re-raised `from exc`.
+"""
+
+from __future__ import annotations
+
+
+class LLMError(Exception):
+    code = "provider_error"
+
+
+class ProviderUnreachable(LLMError):
+    code = "provider_unreachable"
+
+
+class ProviderTimeout(LLMError):
+    code = "provider_timeout"
+
+
+class ProviderHTTPError(LLMError):
+    code = "provider_error"
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"provider answered HTTP {status}: {body[:300]}")
+        self.status = status
+        self.body = body
+
+
+class MalformedStream(LLMError):
+    code = "provider_malformed_stream"
+
+
+class ProviderDisconnected(LLMError):
+    code = "provider_disconnected"

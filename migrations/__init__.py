@@ -1,0 +1,1 @@
+"""Alembic migrations: every table, index and extension of jin is created here."""

@@ -1,0 +1,1 @@
+"""One stateless step: context assembly, the step itself, and (later) compaction."""

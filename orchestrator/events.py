@@ -1,0 +1,82 @@
+"""What a step yields. The API encodes these, one SSE event each, `event:` = `type`."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class StepStart:
+    step_id: uuid.UUID
+    chat_id: uuid.UUID
+    user_message_id: uuid.UUID
+    type: Literal["step_start"] = "step_start"
+
+
+@dataclass(frozen=True)
+class ContextInfo:
+    sections: list[dict[str, Any]]
+    budget: int
+    total_tokens: int
+    recalled: list[dict[str, Any]] = field(default_factory=list)
+    type: Literal["context"] = "context"
+
+
+@dataclass(frozen=True)
+class MessageStart:
+    message_id: uuid.UUID
+    role: str
+    type: Literal["message_start"] = "message_start"
+
+
+@dataclass(frozen=True)
+class ThinkingChunk:
+    message_id: uuid.UUID
+    chunk: str
+    type: Literal["thinking_chunk"] = "thinking_chunk"
+
+
+@dataclass(frozen=True)
+class MessageChunk:
+    message_id: uuid.UUID
+    chunk: str
+    type: Literal["message_chunk"] = "message_chunk"
+
+
+@dataclass(frozen=True)
+class MessageEnd:
+    message_id: uuid.UUID
+    status: str
+    usage: dict[str, Any] | None
+    type: Literal["message_end"] = "message_end"
+
+
+@dataclass(frozen=True)
+class MessageError:
+    message_id: uuid.UUID | None
+    code: str
+    text: str
+    type: Literal["message_error"] = "message_error"
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    step_id: uuid.UUID
+    status: str
+    timings: dict[str, float] = field(default_factory=dict)
+    type: Literal["step_end"] = "step_end"
+
+
+StepEvent = (
+    StepStart | ContextInfo | MessageStart | ThinkingChunk | MessageChunk | MessageEnd
+    | MessageError | StepEnd
+)
+
+
+def event_payload(event: StepEvent) -> dict[str, Any]:
+    """The JSON body of an event (without its type, which is the SSE event name)."""
+    data = {f.name: getattr(event, f.name) for f in dataclasses.fields(event) if f.name != "type"}
+    return {k: str(v) if isinstance(v, uuid.UUID) else v for k, v in data.items()}

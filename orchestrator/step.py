@@ -1,0 +1,293 @@
+"""One stateless step: lease, persist, rehydrate, assemble, stream, persist, release.
+
+Nothing here outlives the step. Ports only: the stores and the model come in through StepDeps.
+No transaction spans the model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from chat.ports import (
+    BegunStep,
+    ChatStore,
+    LeaseAcquired,
+    LeaseBusy,
+    LeaseMissing,
+    StepOutcome,
+    StepStore,
+)
+from chat.types import Chat
+from llm.errors import LLMError
+from llm.ports import ChatModel, TokenCounter
+from llm.types import CompletionRequest, ContentDelta, Finish, ReasoningDelta
+from orchestrator.context import Budget, PromptPlan, assemble
+from orchestrator.errors import ChatBusy, ChatNotFound, MessageTooLarge
+from orchestrator.events import (
+    ContextInfo,
+    MessageChunk,
+    MessageEnd,
+    MessageError,
+    MessageStart,
+    StepEnd,
+    StepEvent,
+    StepStart,
+    ThinkingChunk,
+)
+
+log = logging.getLogger("jin.step")
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    context_window: int = 8192
+    answer_reserve_tokens: int = 1024
+    tail_budget_ratio: float = 0.5
+    compact_trigger_ratio: float = 0.75
+    max_message_chars: int = 100_000
+    lease_ttl: float = 30.0
+    queue_wait: float = 60.0
+    abort_poll: float = 0.2
+    partial_flush: float = 1.0
+    worker_id: str = "worker"
+    tail_read_rows: int = 400
+
+
+@dataclass
+class StepDeps:
+    chats: ChatStore
+    steps: StepStore
+    brain: ChatModel
+    counter: TokenCounter
+    config: StepConfig
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    tenant_id: str
+    chat_id: uuid.UUID
+    content: str
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Started:
+    chat: Chat
+    begun: BegunStep
+    plan: PromptPlan
+    received_at: float
+    type: str = "started"
+
+
+@dataclass(frozen=True)
+class Replayed:
+    outcome: StepOutcome
+    type: str = "replayed"
+
+
+@dataclass
+class AbortSignal:
+    """Set by a client disconnect, a local abort, or the abort flag seen in Postgres."""
+
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    reason: str = ""
+
+    def set(self, reason: str) -> None:
+        if not self.event.is_set():
+            self.reason = reason
+            self.event.set()
+
+
+def budget_for(chat: Chat, config: StepConfig) -> Budget:
+    window = chat.settings.context_window or config.context_window
+    reserve = chat.settings.max_answer_tokens or config.answer_reserve_tokens
+    total = max(window - reserve, 0)
+    tail = chat.settings.tail_budget_tokens or int(total * config.tail_budget_ratio)
+    return Budget(window, reserve, min(tail, total), config.compact_trigger_ratio)
+
+
+async def _acquire(deps: StepDeps, request: StepRequest, step_id: uuid.UUID) -> Chat:
+    """Take the lease, following the chat's busy policy; bounded wait for `queue`."""
+    deadline = time.monotonic() + deps.config.queue_wait
+    delay, asked_abort = 0.01, False
+    while True:
+        result = await deps.steps.acquire_lease(
+            request.tenant_id, request.chat_id, step_id, deps.config.lease_ttl
+        )
+        if isinstance(result, LeaseAcquired):
+            return result.chat
+        if isinstance(result, LeaseMissing):
+            raise ChatNotFound(f"chat {request.chat_id} does not exist")
+        assert isinstance(result, LeaseBusy)
+        if result.busy_policy == "reject":
+            raise ChatBusy("another step is running on this chat")
+        if result.busy_policy == "interrupt" and not asked_abort:
+            await deps.steps.request_abort(request.tenant_id, request.chat_id)
+            asked_abort = True
+        if time.monotonic() + delay > deadline:
+            raise ChatBusy("another step is still running on this chat; try again later")
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
+async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed:
+    """Everything before the model call. Raises StepError subclasses for caller mistakes."""
+    received_at = time.perf_counter()
+    if len(request.content) > deps.config.max_message_chars:
+        raise MessageTooLarge(
+            f"message has {len(request.content)} characters; the limit is "
+            f"{deps.config.max_message_chars}"
+        )
+    step_id = uuid.uuid4()
+    chat = await _acquire(deps, request, step_id)
+    try:
+        if request.idempotency_key is not None:
+            outcome = await deps.steps.find_outcome(chat.id, request.idempotency_key)
+            if outcome is not None:
+                await deps.steps.release(chat.id, step_id)
+                return Replayed(outcome)
+        window = await deps.chats.load_window(chat, deps.config.tail_read_rows)
+        tokens = deps.counter.count(request.content)
+        begun = await deps.steps.begin(
+            chat, step_id, request.content, tokens, request.idempotency_key,
+            deps.config.worker_id,
+        )
+    except BaseException:
+        await asyncio.shield(deps.steps.release(chat.id, step_id))
+        raise
+    plan = assemble(window, request.content, budget_for(chat, deps.config), deps.counter)
+    return Started(chat, begun, plan, received_at)
+
+
+@dataclass
+class _Answer:
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    status: str = "complete"
+    error: LLMError | None = None
+
+    def partial(self) -> tuple[str, str]:
+        return "".join(self.content), "".join(self.reasoning)
+
+
+async def _monitor(deps: StepDeps, started: Started, abort: AbortSignal, answer: _Answer) -> None:
+    """Poll the abort flag, keep the lease alive and flush partial text, until cancelled."""
+    cfg = deps.config
+    last_flush = time.monotonic()
+    while True:
+        await asyncio.sleep(cfg.abort_poll)
+        now = time.monotonic()
+        partial = None
+        if now - last_flush >= cfg.partial_flush:
+            partial, last_flush = answer.partial(), now
+        try:
+            aborted = await deps.steps.heartbeat(
+                started.chat.id, started.begun, cfg.lease_ttl, partial
+            )
+        except Exception:  # the database blinked: keep streaming, try again next tick
+            log.warning("step heartbeat failed", exc_info=True)
+            continue
+        if aborted:
+            abort.set("aborted")
+            return
+
+
+async def run_step(
+    deps: StepDeps, started: Started, abort: AbortSignal
+) -> AsyncIterator[StepEvent]:
+    """Stream the brain's answer as events, then persist it; the lease is released at the end."""
+    begun, plan = started.begun, started.plan
+    message_id = begun.assistant_message_id
+    yield StepStart(begun.step_id, started.chat.id, begun.user_message.id)
+    yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, [])
+    yield MessageStart(message_id, "assistant")
+
+    answer = _Answer()
+    monitor = asyncio.create_task(_monitor(deps, started, abort, answer))
+    model_started = time.perf_counter()
+    request = CompletionRequest(
+        messages=plan.messages,
+        model=started.chat.settings.model,
+        max_tokens=plan.budget.answer_reserve,
+        temperature=started.chat.settings.temperature,
+    )
+    try:
+        async for delta in _until_aborted(deps.brain.stream(request), abort):
+            if isinstance(delta, ContentDelta):
+                answer.content.append(delta.text)
+                yield MessageChunk(message_id, delta.text)
+            elif isinstance(delta, ReasoningDelta):
+                answer.reasoning.append(delta.text)
+                yield ThinkingChunk(message_id, delta.text)
+            elif isinstance(delta, Finish):
+                answer.usage = delta.usage or None
+        if abort.event.is_set():
+            answer.status = "interrupted"
+    except LLMError as exc:
+        answer.status, answer.error = "failed", exc
+        log.warning("provider failed: %s (%s)", exc.code, exc)
+    finally:
+        model_ms = (time.perf_counter() - model_started) * 1000
+        monitor.cancel()
+        await _persist(deps, started, answer, model_ms)
+    if answer.error is not None:
+        yield MessageError(message_id, answer.error.code, str(answer.error))
+    yield MessageEnd(message_id, answer.status, answer.usage)
+    total_ms = (time.perf_counter() - started.received_at) * 1000
+    yield StepEnd(begun.step_id, answer.status, _timings(total_ms, model_ms))
+
+
+def _timings(total_ms: float, model_ms: float) -> dict[str, float]:
+    return {
+        "total_ms": round(total_ms, 3),
+        "model_ms": round(model_ms, 3),
+        "overhead_ms": round(total_ms - model_ms, 3),
+    }
+
+
+async def _persist(deps: StepDeps, started: Started, answer: _Answer, model_ms: float) -> None:
+    """Write the outcome; shielded so a cancelled request still leaves a consistent chat."""
+    content, reasoning = answer.partial()
+    total_ms = (time.perf_counter() - started.received_at) * 1000
+    write = deps.steps.finish(
+        started.chat.id,
+        started.begun,
+        status=answer.status,
+        content=content,
+        reasoning=reasoning,
+        token_count=deps.counter.count(content),
+        usage=answer.usage,
+        error_code=answer.error.code if answer.error else None,
+        timings=_timings(total_ms, model_ms),
+    )
+    await asyncio.shield(asyncio.ensure_future(write))
+
+
+async def _until_aborted(stream: AsyncIterator[Any], abort: AbortSignal) -> AsyncIterator[Any]:
+    """Iterate a stream until it ends or the abort signal fires; closes the stream on abort."""
+    iterator = aiter(stream)
+    waiter = asyncio.ensure_future(abort.event.wait())
+    try:
+        while not abort.event.is_set():
+            nxt = asyncio.ensure_future(anext(iterator))
+            done, _ = await asyncio.wait({nxt, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if nxt not in done:
+                nxt.cancel()
+                await asyncio.gather(nxt, return_exceptions=True)
+                return
+            try:
+                yield nxt.result()
+            except StopAsyncIteration:
+                return
+    finally:
+        waiter.cancel()
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
