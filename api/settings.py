@@ -23,7 +23,7 @@ def default_data_dir() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="JIN_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="JIN_", extra="ignore", populate_by_name=True)
 
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("JIN_DATABASE_URL", "DATABASE_URL")

@@ -182,27 +182,35 @@ class FakeOpenAIServer:
 
     def start(self, port: int = 0) -> str:
         """Serve on 127.0.0.1 in a background thread; returns the base URL (ending in /v1)."""
-        import uvicorn
-
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=port, log_level="error", lifespan="off"
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the fake model server did not start")
-            time.sleep(0.01)
-        bound = self._server.servers[0].sockets[0].getsockname()[1]
+        self._server, self._thread, bound = serve_in_thread(self.app, port=port, lifespan="off")
         return f"http://127.0.0.1:{bound}/v1"
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        stop_thread_server(self._server, self._thread)
+
+
+def serve_in_thread(app: Any, *, port: int = 0, lifespan: str = "on") -> tuple[Any, Any, int]:
+    """Run an ASGI app under a real uvicorn in a daemon thread; returns (server, thread, port)."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                            lifespan=lifespan)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the server did not start")
+        time.sleep(0.01)
+    return server, thread, server.servers[0].sockets[0].getsockname()[1]
+
+
+def stop_thread_server(server: Any, thread: threading.Thread | None) -> None:
+    if server is not None:
+        server.should_exit = True
+    if thread is not None:
+        thread.join(timeout=15)
 
 
 def main() -> None:

