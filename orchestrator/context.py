@@ -114,26 +114,22 @@ def _units(tail: list[Message]) -> list[list[Message]]:
 
 
 def select_tail(tail: list[Message], budget_tokens: int) -> list[Message]:
-    """The newest rows that fit the budget, oldest first.
+    """The newest rows that fit the budget, oldest first, as a contiguous suffix.
 
-    The last user message and the last answer are always kept, even over budget, and a tool call
-    is never separated from its results.
+    The current turn (from the last user message on, so the last answer too) is always kept, even
+    over budget, and a tool call is never separated from its results.
     """
     units = _units(tail)
-    kept: list[list[Message]] = []
-    used = 0
-    must_keep = {"user", "assistant"}
-    for unit in reversed(units):
-        cost = sum(_cost(m) for m in unit)
-        kinds = {m.kind for m in unit}
-        required = bool(must_keep & kinds)
-        if used + cost > budget_tokens and not required:
+    last_user = max((i for i, u in enumerate(units) if u[0].kind == "user"), default=len(units))
+    last_answer = max((i for i, u in enumerate(units) if u[0].kind == "assistant"), default=0)
+    required_from = min(last_user, last_answer)
+    start, used = len(units), 0
+    for i in range(len(units) - 1, -1, -1):
+        cost = sum(_cost(m) for m in units[i])
+        if used + cost > budget_tokens and i < required_from:
             break
-        kept.append(unit)
-        used += cost
-        must_keep -= kinds
-    kept.reverse()
-    return [m for unit in kept for m in unit]
+        start, used = i, used + cost
+    return [m for unit in units[start:] for m in unit]
 
 
 def assemble(

@@ -1,0 +1,68 @@
+"""Parsing an OpenAI-compatible stream: events, reasoning fields, <think> tags, bad bytes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm.errors import MalformedStream
+from llm.sse import SSEDecoder, ThinkSplitter, chunk_deltas
+from llm.types import ContentDelta, Finish, ReasoningDelta
+
+
+def _split(chunks: list[str]) -> tuple[str, str]:
+    splitter = ThinkSplitter()
+    out = [d for c in chunks for d in splitter.feed(c)] + list(splitter.flush())
+    content = "".join(d.text for d in out if isinstance(d, ContentDelta))
+    reasoning = "".join(d.text for d in out if isinstance(d, ReasoningDelta))
+    return content, reasoning
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        ["<think>plan</think>answer"],
+        ["<", "think", ">pl", "an</", "think>", "ans", "wer"],
+        ["<think>p", "lan</thi", "nk>answer"],
+        list("<think>plan</think>answer"),
+    ],
+)
+def test_think_tags_are_split_out_across_chunk_boundaries(chunks: list[str]) -> None:
+    assert _split(chunks) == ("answer", "plan")
+
+
+def test_text_that_only_looks_like_a_tag_stays_content() -> None:
+    assert _split(["a <thin", "g> and x < y"]) == ("a <thing> and x < y", "")
+    assert _split(["ends with <thi"]) == ("ends with <thi", "")
+
+
+def test_decoder_joins_data_lines_and_skips_comments() -> None:
+    decoder = SSEDecoder()
+    lines = [": keep-alive", "data: {\"a\":", "data: 1}", "", "event: x", "data: [DONE]", ""]
+    assert [d for line in lines if (d := decoder.feed(line)) is not None] == [
+        '{"a":\n1}', "[DONE]"]
+
+
+def _payload(delta: dict, finish: str | None = None, usage: dict | None = None) -> str:
+    body: dict = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage:
+        body["usage"] = usage
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_reasoning_fields_become_reasoning_deltas(field: str) -> None:
+    deltas = list(chunk_deltas(_payload({field: "hmm", "content": "yes"}), ThinkSplitter()))
+    assert deltas == [ReasoningDelta("hmm"), ContentDelta("yes")]
+
+
+def test_finish_carries_reason_and_usage() -> None:
+    deltas = list(chunk_deltas(_payload({}, "stop", {"total_tokens": 3}), ThinkSplitter()))
+    assert deltas == [Finish("stop", {"total_tokens": 3})]
+
+
+@pytest.mark.parametrize("payload", ["{nope", "[1, 2]", '{"id": 1}', '{"choices": [{"delta": 3}]}'])
+def test_malformed_payloads_raise(payload: str) -> None:
+    with pytest.raises(MalformedStream):
+        list(chunk_deltas(payload, ThinkSplitter()))
