@@ -21,7 +21,7 @@ _VISIBLE = (
     "AND (status = 'complete' OR (status = 'interrupted' AND content <> ''))"
 )
 
-_WINDOW_SQL = text(f"""
+WINDOW_SQL = text(f"""
 WITH s AS (
     SELECT position FROM messages
     WHERE chat_id = :chat AND kind = 'summary' ORDER BY position DESC LIMIT 1
@@ -122,7 +122,7 @@ class PostgresChatStore:
     async def load_window(self, chat: Chat, max_rows: int) -> Window:
         async with self._engine.connect() as conn:
             rows = (
-                await conn.execute(_WINDOW_SQL, {"chat": chat.id, "limit": max_rows + 1})
+                await conn.execute(WINDOW_SQL, {"chat": chat.id, "limit": max_rows + 1})
             ).mappings().all()
         messages = [message_from_row(r) for r in rows]
         summary = next((m for m in messages if m.kind == "summary"), None)
@@ -136,22 +136,10 @@ class PostgresChatStore:
         self, tenant_id: str, chat_id: uuid.UUID, *, before: int | None, after: int | None,
         limit: int,
     ) -> Page | None:
-        clauses = ["m.chat_id = :chat", "c.tenant_id = :t"]
-        params: dict[str, Any] = {"chat": chat_id, "t": tenant_id, "limit": limit + 1}
-        if after is not None:
-            clauses.append("m.position > :after")
-            params["after"] = after
-        if before is not None:
-            clauses.append("m.position < :before")
-            params["before"] = before
-        # Paging backwards (before only) reads the newest rows below the cursor.
-        descending = before is not None and after is None
-        order = "DESC" if descending else "ASC"
-        cols = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
-        sql = (
-            f"SELECT {cols} FROM messages m JOIN chats c ON c.id = m.chat_id "
-            f"WHERE {' AND '.join(clauses)} ORDER BY m.position {order} LIMIT :limit"
-        )
+        sql, descending = history_query(before=before, after=after)
+        params: dict[str, Any] = {
+            "chat": chat_id, "t": tenant_id, "limit": limit + 1, "before": before, "after": after,
+        }
         async with self._engine.connect() as conn:
             rows = (await conn.execute(text(sql), params)).mappings().all()
             if not rows:
@@ -192,6 +180,23 @@ class PostgresChatStore:
                 )
             ).mappings().first()
         return message_from_row(row) if row else None
+
+
+def history_query(*, before: int | None, after: int | None) -> tuple[str, bool]:
+    """The keyset page query; (sql, descending). Paging back reads the rows below the cursor."""
+    clauses = ["m.chat_id = :chat", "c.tenant_id = :t"]
+    if after is not None:
+        clauses.append("m.position > :after")
+    if before is not None:
+        clauses.append("m.position < :before")
+    descending = before is not None and after is None
+    order = "DESC" if descending else "ASC"
+    cols = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+    sql = (
+        f"SELECT {cols} FROM messages m JOIN chats c ON c.id = m.chat_id "
+        f"WHERE {' AND '.join(clauses)} ORDER BY m.position {order} LIMIT :limit"
+    )
+    return sql, descending
 
 
 def _settings_json(settings: Any) -> dict[str, Any]:

@@ -1,0 +1,110 @@
+"""The stores against real Postgres: migrations, leases and dead steps, history at scale."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api.database import downgrade, migrate
+from chat.ports import LeaseAcquired, LeaseBusy, LeaseMissing, NewChat
+from chat.steps import PostgresStepStore
+from chat.store import WINDOW_SQL, PostgresChatStore, history_query
+from chat.testing import seed_history
+from chat.types import Chat, ModelSettings
+
+
+async def _chat(engine: AsyncEngine) -> Chat:
+    return await PostgresChatStore(engine).create_chat(
+        NewChat("tenant-a", "u1", "t", "sys", ModelSettings(), "queue")
+    )
+
+
+async def test_migrations_go_down_to_base_and_up_again(database_url: str) -> None:
+    await asyncio.to_thread(downgrade, database_url, "base")
+    await asyncio.to_thread(migrate, database_url)
+    from api.database import create_engine
+
+    engine = create_engine(database_url, pool_size=1)
+    async with engine.connect() as conn:
+        tables = set((await conn.execute(text(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"))).scalars())
+        hnsw = (await conn.execute(text(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'message_embeddings_hnsw'"
+        ))).scalar_one()
+    await engine.dispose()
+    assert {"chats", "messages", "steps", "message_embeddings", "memories"} <= tables
+    assert "hnsw" in hnsw and "vector_cosine_ops" in hnsw
+
+
+async def test_lease_is_exclusive_scoped_to_tenant_and_expires(engine: AsyncEngine) -> None:
+    steps = PostgresStepStore(engine)
+    chat = await _chat(engine)
+    first, second = uuid.uuid4(), uuid.uuid4()
+    assert isinstance(await steps.acquire_lease("tenant-a", chat.id, first, 30), LeaseAcquired)
+    busy = await steps.acquire_lease("tenant-a", chat.id, second, 30)
+    assert isinstance(busy, LeaseBusy) and busy.running_step_id == first
+    assert isinstance(await steps.acquire_lease("tenant-b", chat.id, second, 30), LeaseMissing)
+    await steps.release(chat.id, first)
+    assert isinstance(await steps.acquire_lease("tenant-a", chat.id, second, 0.05), LeaseAcquired)
+    await asyncio.sleep(0.1)  # the holder died: its lease runs out
+    assert isinstance(await steps.acquire_lease("tenant-a", chat.id, first, 30), LeaseAcquired)
+
+
+async def test_a_dead_steps_partial_answer_is_kept_as_interrupted(engine: AsyncEngine) -> None:
+    steps, chats = PostgresStepStore(engine), PostgresChatStore(engine)
+    chat = await _chat(engine)
+    dead_id = uuid.uuid4()
+    await steps.acquire_lease("tenant-a", chat.id, dead_id, 0.05)
+    dead = await steps.begin(chat, dead_id, "question", 3, None, "w1")
+    await steps.heartbeat(chat.id, dead, 0.05, ("half an ans", ""))
+    await asyncio.sleep(0.1)  # the worker was killed here
+
+    next_id = uuid.uuid4()
+    assert isinstance(await steps.acquire_lease("tenant-a", chat.id, next_id, 30), LeaseAcquired)
+    await steps.begin(chat, next_id, "again", 1, None, "w2")
+    page = await chats.list_messages("tenant-a", chat.id, before=None, after=None, limit=10)
+    assert page is not None
+    assert [(m.kind, m.content, m.status) for m in page.messages] == [
+        ("user", "question", "complete"),
+        ("assistant", "half an ans", "interrupted"),
+        ("user", "again", "complete"),
+        ("assistant", "", "streaming"),
+    ]
+    async with engine.connect() as conn:
+        status = (await conn.execute(
+            text("SELECT status, error_code FROM steps WHERE id = :id"), {"id": dead_id})).one()
+    assert tuple(status) == ("interrupted", "worker_lost")
+
+
+async def test_history_and_window_use_the_index_on_a_100k_message_chat(
+    engine: AsyncEngine,
+) -> None:
+    chat = await _chat(engine)
+    await seed_history(engine, chat.id, 100_000, words=5)
+    chats = PostgresChatStore(engine)
+
+    page = await chats.list_messages("tenant-a", chat.id, before=None, after=50_000 * 1024,
+                                     limit=200)
+    assert page is not None and len(page.messages) == 200 and page.has_more
+    assert page.messages[0].position == 50_001 * 1024
+    back = await chats.list_messages("tenant-a", chat.id, before=1_000 * 1024, after=None,
+                                     limit=3)
+    assert back is not None and [m.position // 1024 for m in back.messages] == [997, 998, 999]
+
+    window = await chats.load_window(chat, 50)
+    assert len(window.tail) == 50 and window.more_before
+    assert window.tail[-1].position == 100_000 * 1024
+
+    async with engine.connect() as conn:
+        for before, after in [(None, 50_000 * 1024), (1000 * 1024, None)]:
+            sql, _ = history_query(before=before, after=after)
+            plan = "\n".join((await conn.execute(text("EXPLAIN " + sql), {
+                "chat": chat.id, "t": "tenant-a", "limit": 201, "before": before,
+                "after": after})).scalars())
+            assert "messages_chat_position" in plan and "Sort" not in plan, plan
+        plan = "\n".join((await conn.execute(
+            text("EXPLAIN " + str(WINDOW_SQL)), {"chat": chat.id, "limit": 51})).scalars())
+        assert "Seq Scan on messages" not in plan and "Sort" not in plan.split("Limit")[-1], plan
