@@ -1,0 +1,120 @@
+"""Stateless for real: two `jin serve` processes, one database, one chat."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from llm.testing import FakeOpenAIServer, Reply
+from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def workers(database_url: str, model_url: str) -> Iterator[Callable[[], str]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> str:
+        port = _free_port()
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "JIN_BRAIN_URL": model_url,
+            "JIN_HELPER_URL": model_url,
+            "JIN_ABORT_POLL_SECONDS": "0.1",
+            "JIN_LOG_LEVEL": "warning",
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", "serve", "--port", str(port)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "exited")
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    return url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("jin serve did not become ready")
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+async def test_alternating_workers_give_the_same_history_as_one(
+    workers: Callable[[], str], model: FakeOpenAIServer
+) -> None:
+    a_url, b_url = await asyncio.to_thread(workers), await asyncio.to_thread(workers)
+    async with httpx.AsyncClient(base_url=a_url, timeout=30) as a, \
+            httpx.AsyncClient(base_url=b_url, timeout=30) as b:
+        split_chat, single_chat = await new_chat(a), await new_chat(a)
+        for i in range(6):
+            model.push(Reply([f"answer {i}"]))
+            await stream_step(a if i % 2 == 0 else b, split_chat, f"question {i}")
+        split_prompts = [r["messages"] for r in model.requests]
+        model.requests.clear()
+        for i in range(6):
+            model.push(Reply([f"answer {i}"]))
+            await stream_step(a, single_chat, f"question {i}")
+        single_prompts = [r["messages"] for r in model.requests]
+
+        def shape(rows: list[dict]) -> list[tuple[str, str, str]]:
+            return [(r["kind"], r["content"], r["status"]) for r in rows]
+
+        split_rows = await history(b, split_chat)
+        assert shape(split_rows) == shape(await history(a, single_chat))
+        assert len(split_rows) == 12
+        assert split_prompts == single_prompts  # each step saw exactly the same context
+
+
+async def test_abort_posted_to_one_worker_stops_a_stream_on_the_other(
+    workers: Callable[[], str], model: FakeOpenAIServer
+) -> None:
+    a_url, b_url = await asyncio.to_thread(workers), await asyncio.to_thread(workers)
+    async with httpx.AsyncClient(base_url=a_url, timeout=30) as a, \
+            httpx.AsyncClient(base_url=b_url, timeout=30) as b:
+        chat_id = await new_chat(a)
+        model.push(Reply([f"w{i} " for i in range(1000)], chunk_delay=0.01))
+        ended: list[float] = []
+
+        async def consume() -> list[tuple[str, dict]]:
+            async with a.stream("POST", f"/v1/chats/{chat_id}/messages",
+                                json={"content": "long"}, headers=SSE) as response:
+                body = (await response.aread()).decode()
+                ended.append(time.perf_counter())
+                return parse_events(body)
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.5)
+        asked = time.perf_counter()
+        response = await b.post(f"/v1/chats/{chat_id}/abort")
+        assert response.status_code == 200 and response.json()["aborted"] is True
+        events = await asyncio.wait_for(task, 5)
+        assert dict(events)["step_end"]["status"] == "interrupted"
+        assert ended[0] - asked < 3.0
+        answer = (await history(b, chat_id))[-1]
+        assert answer["status"] == "interrupted" and answer["content"].startswith("w0 w1 ")
