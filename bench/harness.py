@@ -1,0 +1,84 @@
+"""Processes a benchmark needs: a Postgres, the fake model server, jin workers. Loopback only."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+
+from api.database import migrate
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def database(stack: ExitStack) -> str:
+    """DATABASE_URL when set, else a throwaway embedded Postgres; migrated either way."""
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        import pgserver
+
+        tmp = Path(tempfile.mkdtemp(prefix="jin-bench-"))
+        server = pgserver.get_server(tmp / "pg", cleanup_mode="delete")
+        stack.callback(server.cleanup)
+        url = server.get_uri()
+    migrate(url)
+    return url
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], path: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args} exited with {proc.returncode}")
+        try:
+            if httpx.get(url + path, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{proc.args} did not become ready")
+
+
+def spawn(stack: ExitStack, args: list[str], env: dict[str, str], ready: str) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, *args], env={**os.environ, **env},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+    def stop() -> None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    stack.callback(stop)
+    _wait_ready(ready.rsplit("|", 1)[0], proc, ready.rsplit("|", 1)[1])
+    return proc
+
+
+def fake_model(stack: ExitStack, chunks: int = 1) -> str:
+    port = free_port()
+    spawn(stack, ["-m", "llm.testing", "--port", str(port), "--chunks", str(chunks)], {},
+          f"http://127.0.0.1:{port}|/v1/models")
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def jin_worker(stack: ExitStack, database_url: str, model_url: str, **env: str) -> str:
+    port = free_port()
+    spawn(stack, ["-m", "api.cli", "serve", "--port", str(port)], {
+        "DATABASE_URL": database_url, "JIN_BRAIN_URL": model_url, "JIN_HELPER_URL": model_url,
+        "JIN_LOG_LEVEL": "warning", **env,
+    }, f"http://127.0.0.1:{port}|/readyz")
+    return f"http://127.0.0.1:{port}"

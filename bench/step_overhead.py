@@ -1,0 +1,138 @@
+"""The server's own time per step: everything but the model's time.
+
+Runs a real `jin serve` worker against the fake OpenAI-compatible server (zero delay) and a real
+Postgres, on loopback. Each step reports `timings` measured inside the worker: total (request in
+to outcome committed) and model (provider request to last chunk); overhead = total - model.
+
+    .venv/bin/python bench/step_overhead.py [--steps 200] [--concurrency 32]
+
+Prints medians and p99s at 10, 1,000 and 100,000 messages of history, their ratio to the
+10-message figure, and steps/s with 32 concurrent chats. Never passes or fails on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from api.database import create_engine  # noqa: E402
+from bench.harness import database, fake_model, jin_worker  # noqa: E402
+from chat.testing import seed_history  # noqa: E402
+
+# LangGraph + PostgresSaver + trim_messages, measured on this machine (issue #2).
+PEER = {10: 13.6, 1_000: 66.0, 10_000: 569.0}
+PEER_STEPS_PER_S = 51
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def make_chats(client: httpx.AsyncClient, engine, n_chats: int, size: int) -> list[str]:
+    ids = []
+    for _ in range(n_chats):
+        r = await client.post("/v1/chats", json={"user_id": "bench", "system_prompt": "Be brief."})
+        ids.append(r.json()["id"])
+        if size:
+            await seed_history(engine, uuid.UUID(ids[-1]), size)
+    return ids
+
+
+async def step(client: httpx.AsyncClient, chat_id: str, i: int) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    r = await client.post(f"/v1/chats/{chat_id}/messages", json={"content": f"question {i}"})
+    client_ms = (time.perf_counter() - t0) * 1000
+    body = r.json()
+    if r.status_code != 200 or body.get("status") != "complete":
+        raise RuntimeError(f"step failed: {r.status_code} {body}")
+    return body["timings"]["overhead_ms"], client_ms
+
+
+async def sequential(client, engine, size: int, steps: int) -> dict[str, float]:
+    # Several chats, round robin, so that history stays near `size` while we measure.
+    n_chats = max(1, min(steps // 2, 200_000 // max(size, 1)))
+    chats = await make_chats(client, engine, n_chats, size)
+    for i, chat_id in enumerate(chats[: min(10, len(chats))]):  # warm-up
+        await step(client, chat_id, -i)
+    overhead, latency = [], []
+    for i in range(steps):
+        o, c = await step(client, chats[i % len(chats)], i)
+        overhead.append(o)
+        latency.append(c)
+    return {
+        "chats": n_chats, "median": statistics.median(overhead), "p99": pct(overhead, 0.99),
+        "client_median": statistics.median(latency),
+    }
+
+
+async def concurrent(client, engine, n: int, seconds: float) -> dict[str, float]:
+    chats = await make_chats(client, engine, n, 10)
+    done: list[float] = []
+    stop_at = time.perf_counter() + seconds
+
+    async def worker(chat_id: str) -> None:
+        i = 0
+        while time.perf_counter() < stop_at:
+            o, _ = await step(client, chat_id, i)
+            done.append(o)
+            i += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in chats))
+    elapsed = time.perf_counter() - t0
+    return {"steps_per_s": len(done) / elapsed, "median": statistics.median(done),
+            "p99": pct(done, 0.99), "steps": len(done)}
+
+
+async def run(args: argparse.Namespace, db_url: str, jin_url: str) -> None:
+    engine = create_engine(db_url, pool_size=4)
+    limits = httpx.Limits(max_connections=args.concurrency + 4)
+    async with httpx.AsyncClient(base_url=jin_url, timeout=60, limits=limits) as client:
+        results = {}
+        for size in (10, 1_000, 100_000):
+            results[size] = await sequential(client, engine, size, args.steps)
+            r = results[size]
+            print(f"history {size:>7,} msgs ({r['chats']:>3} chats): overhead median "
+                  f"{r['median']:6.2f} ms  p99 {r['p99']:6.2f} ms  | client round trip median "
+                  f"{r['client_median']:6.2f} ms", flush=True)
+        base = results[10]["median"]
+        print("\nratio to the 10-message median:")
+        for size, r in results.items():
+            peer = PEER.get(size)
+            peer_txt = f"   peer (LangGraph) {peer:.1f} ms -> jin is {peer / r['median']:.1f}x faster" \
+                if peer else ""
+            print(f"  {size:>7,}: {r['median'] / base:4.2f}x{peer_txt}")
+        c = await concurrent(client, engine, args.concurrency, args.seconds)
+        print(f"\n{args.concurrency} concurrent chats for {args.seconds:.0f} s: "
+              f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
+              f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms   peer: {PEER_STEPS_PER_S} steps/s")
+    await engine.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    with ExitStack() as stack:
+        db_url = database(stack)
+        model_url = fake_model(stack)
+        jin_url = jin_worker(stack, db_url, model_url)
+        print(f"jin worker {jin_url}, fake model {model_url}, one process each, loopback\n")
+        asyncio.run(run(args, db_url, jin_url))
+
+
+if __name__ == "__main__":
+    main()
