@@ -44,7 +44,6 @@ def create_engine(url: str, *, pool_size: int = 20) -> AsyncEngine:
         async_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         pool_recycle=1800,
     )
 

@@ -9,11 +9,11 @@ from fastapi import Depends, Request
 from api.runtime import Runtime
 
 
-def _runtime(request: Request) -> Runtime:
+async def _runtime(request: Request) -> Runtime:
     return request.app.state.runtime
 
 
-def _tenant(request: Request) -> str:
+async def _tenant(request: Request) -> str:
     # One tenant until API keys land; every store call is already scoped by it.
     return request.app.state.runtime.tenant_id
 

@@ -110,8 +110,10 @@ async def run(args: argparse.Namespace, db_url: str, jin_url: str) -> None:
         print("\nratio to the 10-message median:")
         for size, r in results.items():
             peer = PEER.get(size)
-            peer_txt = f"   peer (LangGraph) {peer:.1f} ms -> jin is {peer / r['median']:.1f}x faster" \
+            peer_txt = (
+                f"   peer (LangGraph) {peer:.1f} ms -> jin is {peer / r['median']:.1f}x faster"
                 if peer else ""
+            )
             print(f"  {size:>7,}: {r['median'] / base:4.2f}x{peer_txt}")
         c = await concurrent(client, engine, args.concurrency, args.seconds)
         print(f"\n{args.concurrency} concurrent chats for {args.seconds:.0f} s: "

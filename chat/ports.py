@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -21,12 +22,6 @@ class NewChat:
 
 
 @dataclass(frozen=True)
-class LeaseAcquired:
-    chat: Chat
-    type: Literal["acquired"] = "acquired"
-
-
-@dataclass(frozen=True)
 class LeaseBusy:
     running_step_id: uuid.UUID | None
     busy_policy: BusyPolicy
@@ -38,7 +33,20 @@ class LeaseMissing:
     type: Literal["missing"] = "missing"
 
 
-LeaseResult = LeaseAcquired | LeaseBusy | LeaseMissing
+@dataclass(frozen=True)
+class OpenStep:
+    """What a step needs written and read before its model call, in one transaction."""
+
+    tenant_id: str
+    chat_id: uuid.UUID
+    step_id: uuid.UUID
+    content: str
+    token_count: int
+    idempotency_key: str | None
+    worker: str
+    lease_ttl: float
+    tail_rows: int
+    tail_budget: Callable[[Chat], int]
 
 
 @dataclass(frozen=True)
@@ -50,12 +58,24 @@ class BegunStep:
 
 
 @dataclass(frozen=True)
+class Opened:
+    chat: Chat
+    window: Window
+    begun: BegunStep
+    type: Literal["opened"] = "opened"
+
+
+@dataclass(frozen=True)
 class StepOutcome:
-    """A finished (or dead) step with its two messages, for idempotent replays."""
+    """A step that already used an idempotency key, with its two messages, for replays."""
 
     step: StepRecord
     user_message: Message
     assistant_message: Message | None
+    type: Literal["replay"] = "replay"
+
+
+OpenResult = Opened | StepOutcome | LeaseBusy | LeaseMissing
 
 
 class ChatStore(Protocol):
@@ -86,8 +106,8 @@ class ChatStore(Protocol):
         """Delete a chat and everything in it; False when it did not exist."""
         ...
 
-    async def load_window(self, chat: Chat, max_rows: int) -> Window:
-        """The latest summary row and up to max_rows visible rows after it, in one round trip."""
+    async def load_window(self, chat: Chat, max_rows: int, budget_tokens: int) -> Window:
+        """The latest summary row and the newest rows after it that the tail budget may take."""
         ...
 
     async def list_messages(
@@ -107,27 +127,18 @@ class ChatStore(Protocol):
 class StepStore(Protocol):
     """The step's durable coordination: lease, persisted turn, abort flag, outcome."""
 
-    async def acquire_lease(
-        self, tenant_id: str, chat_id: uuid.UUID, step_id: uuid.UUID, ttl: float
-    ) -> LeaseResult:
-        """Take the chat's lease if it is free or expired."""
-        ...
-
-    async def find_outcome(self, chat_id: uuid.UUID, idempotency_key: str) -> StepOutcome | None:
-        """The step that already used this idempotency key, if any."""
-        ...
-
-    async def begin(
-        self, chat: Chat, step_id: uuid.UUID, content: str, token_count: int,
-        idempotency_key: str | None, worker: str,
-    ) -> BegunStep:
-        """Persist the user message and a streaming assistant placeholder; sweep dead steps."""
+    async def open(self, request: OpenStep) -> OpenResult:
+        """Take the chat's lease (if free or expired) and, in the same transaction: replay an
+        idempotent retry, or mark dead steps interrupted, read the window and persist the user
+        message with a streaming assistant placeholder."""
         ...
 
     async def heartbeat(
-        self, chat_id: uuid.UUID, step: BegunStep, ttl: float, partial: tuple[str, str] | None
+        self, chat_id: uuid.UUID, step: BegunStep, ttl: float | None,
+        partial: tuple[str, str] | None,
     ) -> bool:
-        """Extend the lease, save partial (content, reasoning) if given; True if abort was asked."""
+        """True if abort was asked. Extends the lease when ttl is given; saves partial
+        (content, reasoning) when given."""
         ...
 
     async def finish(
@@ -136,10 +147,6 @@ class StepStore(Protocol):
         timings: dict[str, float],
     ) -> None:
         """Write the assistant message and the step's outcome, and release the lease, together."""
-        ...
-
-    async def release(self, chat_id: uuid.UUID, step_id: uuid.UUID) -> None:
-        """Release a lease taken by a step that wrote nothing (an idempotent replay)."""
         ...
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:

@@ -10,16 +10,18 @@ import uuid
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chat.ports import (
     BegunStep,
-    LeaseAcquired,
     LeaseBusy,
     LeaseMissing,
-    LeaseResult,
+    Opened,
+    OpenResult,
+    OpenStep,
     StepOutcome,
 )
+from chat.store import read_window
 from chat.tables import (
     CHAT_COLUMNS,
     MESSAGE_COLUMNS,
@@ -28,25 +30,33 @@ from chat.tables import (
     message_from_row,
     step_from_row,
 )
-from chat.types import POSITION_GAP, Chat, Message
+from chat.types import POSITION_GAP, Message
 
+# Take the lease if it is free or expired; `previous_step` is the holder whose lease ran out.
 _ACQUIRE = text(f"""
-UPDATE chats SET lease_step_id = :step, lease_expires_at = now() + make_interval(secs => :ttl)
-WHERE id = :chat AND tenant_id = :t AND (lease_step_id IS NULL OR lease_expires_at < now())
-RETURNING {CHAT_COLUMNS}""")
+WITH prev AS (
+    SELECT id, lease_step_id FROM chats WHERE id = :chat AND tenant_id = :t FOR UPDATE
+)
+UPDATE chats c
+SET lease_step_id = :step, lease_expires_at = now() + make_interval(secs => :ttl)
+FROM prev
+WHERE c.id = prev.id AND (c.lease_step_id IS NULL OR c.lease_expires_at < now())
+RETURNING {", ".join("c." + col for col in CHAT_COLUMNS.split(", "))},
+          prev.lease_step_id AS previous_step""")
 
-# A step that held the lease and let it expire is dead: its placeholder becomes `interrupted`
-# (keeping whatever partial text it flushed), and the step too.
+# A step whose lease ran out is dead: its placeholder becomes `interrupted`, keeping whatever
+# partial text it flushed, and the step too.
 _SWEEP = text("""
 WITH dead AS (
     UPDATE steps SET status = 'interrupted', finished_at = now(),
                      error_code = COALESCE(error_code, 'worker_lost')
-    WHERE chat_id = :chat AND status = 'running' AND id <> :step
+    WHERE chat_id = :chat AND status = 'running'
     RETURNING id
 )
 UPDATE messages SET status = 'interrupted'
 WHERE chat_id = :chat AND status = 'streaming' AND step_id IN (SELECT id FROM dead)""")
 
+# Persist the turn: the user message and a streaming placeholder for the answer.
 _BEGIN = text("""
 WITH pos AS (
     UPDATE chats SET last_position = last_position + 2 * :gap, updated_at = now()
@@ -68,12 +78,14 @@ WITH pos AS (
 )
 SELECT pos.last_position, um.created_at FROM pos, um""")
 
-_HEARTBEAT = text("""
+_RENEW = text("""
 WITH lease AS (
     UPDATE chats SET lease_expires_at = now() + make_interval(secs => :ttl)
     WHERE id = :chat AND lease_step_id = :step
 )
 SELECT abort_requested FROM steps WHERE id = :step""")
+
+_POLL = text("SELECT abort_requested FROM steps WHERE id = :step")
 
 _FLUSH = text("""
 UPDATE messages SET content = :content, reasoning = :reasoning
@@ -92,93 +104,43 @@ WITH am AS (
 UPDATE chats SET lease_step_id = NULL, lease_expires_at = NULL
 WHERE id = :chat AND lease_step_id = :step""")
 
-_RELEASE = text("""
-UPDATE chats SET lease_step_id = NULL, lease_expires_at = NULL
-WHERE id = :chat AND lease_step_id = :step""")
 
 
 class PostgresStepStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    async def acquire_lease(
-        self, tenant_id: str, chat_id: uuid.UUID, step_id: uuid.UUID, ttl: float
-    ) -> LeaseResult:
-        params = {"chat": chat_id, "t": tenant_id, "step": step_id, "ttl": ttl}
-        async with self._engine.begin() as conn:
+    async def open(self, request: OpenStep) -> OpenResult:
+        params = {
+            "chat": request.chat_id, "t": request.tenant_id, "step": request.step_id,
+            "ttl": request.lease_ttl,
+        }
+        async with self._engine.connect() as conn, conn.begin() as tx:
             row = (await conn.execute(_ACQUIRE, params)).mappings().first()
-            if row is not None:
-                return LeaseAcquired(chat_from_row(row))
-            busy = (
-                await conn.execute(
-                    text("SELECT lease_step_id, busy_policy FROM chats "
-                         "WHERE id = :chat AND tenant_id = :t"),
-                    params,
-                )
-            ).first()
-        if busy is None:
-            return LeaseMissing()
-        return LeaseBusy(running_step_id=busy[0], busy_policy=busy[1])
-
-    async def find_outcome(self, chat_id: uuid.UUID, idempotency_key: str) -> StepOutcome | None:
-        async with self._engine.connect() as conn:
-            step_row = (
-                await conn.execute(
-                    text(f"SELECT {STEP_COLUMNS} FROM steps "
-                         "WHERE chat_id = :chat AND idempotency_key = :key"),
-                    {"chat": chat_id, "key": idempotency_key},
-                )
-            ).mappings().first()
-            if step_row is None:
-                return None
-            step = step_from_row(step_row)
-            rows = (
-                await conn.execute(
-                    text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN (:u, :a)"),
-                    {"u": step.user_message_id, "a": step.assistant_message_id},
-                )
-            ).mappings().all()
-        by_id = {r["id"]: message_from_row(r) for r in rows}
-        return StepOutcome(
-            step=step,
-            user_message=by_id[step.user_message_id],
-            assistant_message=by_id.get(step.assistant_message_id),
-        )
-
-    async def begin(
-        self, chat: Chat, step_id: uuid.UUID, content: str, token_count: int,
-        idempotency_key: str | None, worker: str,
-    ) -> BegunStep:
-        user_id, assistant_id = uuid.uuid4(), uuid.uuid4()
-        async with self._engine.begin() as conn:
-            await conn.execute(_SWEEP, {"chat": chat.id, "step": step_id})
-            row = (
-                await conn.execute(
-                    _BEGIN,
-                    {
-                        "gap": POSITION_GAP,
-                        "chat": chat.id,
-                        "step": step_id,
-                        "user_id": user_id,
-                        "assistant_id": assistant_id,
-                        "key": idempotency_key,
-                        "worker": worker,
-                        "content": content,
-                        "tokens": token_count,
-                    },
-                )
-            ).one()
-        position, created_at = row
-        user_message = Message(
-            id=user_id, chat_id=chat.id, position=position - POSITION_GAP, kind="user",
-            content=content, status="complete", token_count=token_count, created_at=created_at,
-            step_id=step_id, idempotency_key=idempotency_key,
-        )
-        return BegunStep(step_id, user_message, assistant_id, position)
+            if row is None:
+                return await _why_not(conn, params)
+            chat = chat_from_row(row)
+            if row["previous_step"] is not None:
+                await conn.execute(_SWEEP, params)
+            if request.idempotency_key is not None:
+                outcome = await _outcome(conn, chat.id, request.idempotency_key)
+                if outcome is not None:
+                    await tx.rollback()  # the lease is not kept: nothing new is written
+                    return outcome
+            window = await read_window(
+                conn, chat, request.tail_rows, request.tail_budget(chat)
+            )
+            begun = await _begin(conn, request)
+        return Opened(chat, window, begun)
 
     async def heartbeat(
-        self, chat_id: uuid.UUID, step: BegunStep, ttl: float, partial: tuple[str, str] | None
+        self, chat_id: uuid.UUID, step: BegunStep, ttl: float | None,
+        partial: tuple[str, str] | None,
     ) -> bool:
+        params = {"chat": chat_id, "step": step.step_id, "ttl": ttl}
+        if ttl is None and partial is None:  # the common tick: a read of the abort flag
+            async with self._engine.connect() as conn:
+                return bool((await conn.execute(_POLL, params)).scalar())
         async with self._engine.begin() as conn:
             if partial is not None:
                 await conn.execute(
@@ -186,10 +148,8 @@ class PostgresStepStore:
                     {"id": step.assistant_message_id, "content": partial[0],
                      "reasoning": partial[1]},
                 )
-            row = (
-                await conn.execute(_HEARTBEAT, {"chat": chat_id, "step": step.step_id, "ttl": ttl})
-            ).first()
-        return bool(row and row[0])
+            statement = _RENEW if ttl is not None else _POLL
+            return bool((await conn.execute(statement, params)).scalar())
 
     async def finish(
         self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
@@ -214,10 +174,6 @@ class PostgresStepStore:
                 },
             )
 
-    async def release(self, chat_id: uuid.UUID, step_id: uuid.UUID) -> None:
-        async with self._engine.begin() as conn:
-            await conn.execute(_RELEASE, {"chat": chat_id, "step": step_id})
-
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:
         async with self._engine.begin() as conn:
             row = (
@@ -231,3 +187,67 @@ class PostgresStepStore:
                 )
             ).first()
         return row[0] if row else None
+
+
+async def _why_not(conn: AsyncConnection, params: dict[str, Any]) -> LeaseBusy | LeaseMissing:
+    busy = (
+        await conn.execute(
+            text("SELECT lease_step_id, busy_policy FROM chats "
+                 "WHERE id = :chat AND tenant_id = :t"),
+            params,
+        )
+    ).first()
+    if busy is None:
+        return LeaseMissing()
+    return LeaseBusy(running_step_id=busy[0], busy_policy=busy[1])
+
+
+async def _outcome(conn: AsyncConnection, chat_id: Any, key: str) -> StepOutcome | None:
+    step_row = (
+        await conn.execute(
+            text(f"SELECT {STEP_COLUMNS} FROM steps "
+                 "WHERE chat_id = :chat AND idempotency_key = :key"),
+            {"chat": chat_id, "key": key},
+        )
+    ).mappings().first()
+    if step_row is None:
+        return None
+    step = step_from_row(step_row)
+    rows = (
+        await conn.execute(
+            text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN (:u, :a)"),
+            {"u": step.user_message_id, "a": step.assistant_message_id},
+        )
+    ).mappings().all()
+    by_id = {r["id"]: message_from_row(r) for r in rows}
+    return StepOutcome(
+        step=step,
+        user_message=by_id[step.user_message_id],
+        assistant_message=by_id.get(step.assistant_message_id),
+    )
+
+
+async def _begin(conn: AsyncConnection, request: OpenStep) -> BegunStep:
+    user_id, assistant_id = uuid.uuid4(), uuid.uuid4()
+    position, created_at = (
+        await conn.execute(
+            _BEGIN,
+            {
+                "gap": POSITION_GAP,
+                "chat": request.chat_id,
+                "step": request.step_id,
+                "user_id": user_id,
+                "assistant_id": assistant_id,
+                "key": request.idempotency_key,
+                "worker": request.worker,
+                "content": request.content,
+                "tokens": request.token_count,
+            },
+        )
+    ).one()
+    user_message = Message(
+        id=user_id, chat_id=request.chat_id, position=position - POSITION_GAP, kind="user",
+        content=request.content, status="complete", token_count=request.token_count,
+        created_at=created_at, step_id=request.step_id, idempotency_key=request.idempotency_key,
+    )
+    return BegunStep(request.step_id, user_message, assistant_id, position)

@@ -9,11 +9,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chat.ports import NewChat
 from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, message_from_row
-from chat.types import POSITION_GAP, Chat, Message, Page, Window
+from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Page, Window
 
 # Rows a step may read from its history: what the model saw or said.
 _VISIBLE = (
@@ -21,18 +21,60 @@ _VISIBLE = (
     "AND (status = 'complete' OR (status = 'interrupted' AND content <> ''))"
 )
 
+# The window in one round trip: the latest summary row, then the newest visible rows after it,
+# cut by the tail budget in Postgres. Only `:limit` rows are scanned (the window functions that
+# need the whole set run over the limited subquery), and the current turn is always returned.
 WINDOW_SQL = text(f"""
 WITH s AS (
     SELECT position FROM messages
     WHERE chat_id = :chat AND kind = 'summary' ORDER BY position DESC LIMIT 1
+), t AS (
+    SELECT {MESSAGE_COLUMNS},
+           sum(token_count + :overhead) OVER (ORDER BY position DESC) AS cum,
+           row_number() OVER (ORDER BY position DESC) AS rn
+    FROM messages
+    WHERE chat_id = :chat AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
+    ORDER BY position DESC LIMIT :limit
+), u AS (
+    SELECT t.*, min(rn) FILTER (WHERE kind = 'user') OVER () AS turn_rn,
+           count(*) OVER () AS scanned
+    FROM t
 )
-(SELECT {MESSAGE_COLUMNS} FROM messages
+(SELECT {MESSAGE_COLUMNS}, 0::bigint AS scanned FROM messages
   WHERE chat_id = :chat AND position = (SELECT position FROM s))
 UNION ALL
-(SELECT {MESSAGE_COLUMNS} FROM messages
-  WHERE chat_id = :chat AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
-  ORDER BY position DESC LIMIT :limit)
+(SELECT {MESSAGE_COLUMNS}, scanned FROM u
+  WHERE cum - (token_count + :overhead) < :budget OR rn <= COALESCE(turn_rn, 0)
+  ORDER BY position DESC)
 """)
+
+
+async def read_window(
+    conn: AsyncConnection, chat: Chat, max_rows: int, budget_tokens: int
+) -> Window:
+    """The window of a chat, read on a connection (so a step can read it in its transaction)."""
+    rows = (
+        await conn.execute(
+            WINDOW_SQL,
+            {"chat": chat.id, "limit": max_rows + 1, "budget": budget_tokens,
+             "overhead": MESSAGE_OVERHEAD},
+        )
+    ).mappings().all()
+    summary = None
+    tail: list[Message] = []
+    scanned = 0
+    for row in rows:
+        message = message_from_row(row)
+        if message.kind == "summary":
+            summary = message
+        else:
+            tail.append(message)
+            scanned = row["scanned"]
+    # Rows were left behind if the budget cut some, or the read stopped at its row limit.
+    more_before = scanned > len(tail) or len(tail) > max_rows
+    tail = tail[:max_rows]
+    tail.reverse()
+    return Window(chat=chat, summary=summary, tail=tail, more_before=more_before)
 
 
 class PostgresChatStore:
@@ -119,18 +161,9 @@ class PostgresChatStore:
             )
             return result.first() is not None
 
-    async def load_window(self, chat: Chat, max_rows: int) -> Window:
+    async def load_window(self, chat: Chat, max_rows: int, budget_tokens: int) -> Window:
         async with self._engine.connect() as conn:
-            rows = (
-                await conn.execute(WINDOW_SQL, {"chat": chat.id, "limit": max_rows + 1})
-            ).mappings().all()
-        messages = [message_from_row(r) for r in rows]
-        summary = next((m for m in messages if m.kind == "summary"), None)
-        tail = [m for m in messages if m.kind != "summary"]
-        more_before = len(tail) > max_rows
-        tail = tail[:max_rows]
-        tail.reverse()
-        return Window(chat=chat, summary=summary, tail=tail, more_before=more_before)
+            return await read_window(conn, chat, max_rows, budget_tokens)
 
     async def list_messages(
         self, tenant_id: str, chat_id: uuid.UUID, *, before: int | None, after: int | None,

@@ -21,6 +21,9 @@ BUSY_POLICIES: tuple[BusyPolicy, ...] = ("queue", "reject", "interrupt")
 # right after the message it follows (position + 1) without renumbering anything.
 POSITION_GAP = 1024
 
+# Tokens the chat format adds per message (role and separators), as OpenAI counts them.
+MESSAGE_OVERHEAD = 4
+
 SUMMARY_NAMESPACE = uuid.UUID("6b1f0c52-8d3e-4a0e-9a57-2f1d3c5e7a10")
 
 

@@ -19,9 +19,6 @@ import tiktoken
 
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 
-# Per-message overhead of the chat format (role and separators), as OpenAI counts it.
-MESSAGE_OVERHEAD = 4
-
 
 def _cache_dir() -> Path:
     configured = os.environ.get("TIKTOKEN_CACHE_DIR")

@@ -10,9 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from chat.types import Chat, Message, Window
+from chat.types import MESSAGE_OVERHEAD, Chat, Message, Window
 from llm.ports import TokenCounter
-from llm.tokens import MESSAGE_OVERHEAD
 from llm.types import PromptMessage
 
 SUMMARY_TAG = "conversation-summary"

@@ -17,9 +17,9 @@ from typing import Any
 from chat.ports import (
     BegunStep,
     ChatStore,
-    LeaseAcquired,
-    LeaseBusy,
     LeaseMissing,
+    Opened,
+    OpenStep,
     StepOutcome,
     StepStore,
 )
@@ -112,19 +112,45 @@ def budget_for(chat: Chat, config: StepConfig) -> Budget:
     return Budget(window, reserve, min(tail, total), config.compact_trigger_ratio)
 
 
-async def _acquire(deps: StepDeps, request: StepRequest, step_id: uuid.UUID) -> Chat:
-    """Take the lease, following the chat's busy policy; bounded wait for `queue`."""
-    deadline = time.monotonic() + deps.config.queue_wait
+async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed:
+    """Everything before the model call, in one transaction per attempt at the lease.
+
+    Follows the chat's busy policy while another step holds the lease: `reject` answers at
+    once, `queue` waits (bounded), `interrupt` asks the running step to stop, then waits.
+    Raises StepError subclasses for the caller's mistakes.
+    """
+    received_at = time.perf_counter()
+    cfg = deps.config
+    if len(request.content) > cfg.max_message_chars:
+        raise MessageTooLarge(
+            f"message has {len(request.content)} characters; the limit is "
+            f"{cfg.max_message_chars}"
+        )
+    open_step = OpenStep(
+        tenant_id=request.tenant_id,
+        chat_id=request.chat_id,
+        step_id=uuid.uuid4(),
+        content=request.content,
+        token_count=deps.counter.count(request.content),
+        idempotency_key=request.idempotency_key,
+        worker=cfg.worker_id,
+        lease_ttl=cfg.lease_ttl,
+        tail_rows=cfg.tail_read_rows,
+        tail_budget=lambda chat: budget_for(chat, cfg).tail_tokens,
+    )
+    deadline = time.monotonic() + cfg.queue_wait
     delay, asked_abort = 0.01, False
     while True:
-        result = await deps.steps.acquire_lease(
-            request.tenant_id, request.chat_id, step_id, deps.config.lease_ttl
-        )
-        if isinstance(result, LeaseAcquired):
-            return result.chat
+        result = await deps.steps.open(open_step)
+        if isinstance(result, Opened):
+            plan = assemble(
+                result.window, request.content, budget_for(result.chat, cfg), deps.counter
+            )
+            return Started(result.chat, result.begun, plan, received_at)
+        if isinstance(result, StepOutcome):
+            return Replayed(result)
         if isinstance(result, LeaseMissing):
             raise ChatNotFound(f"chat {request.chat_id} does not exist")
-        assert isinstance(result, LeaseBusy)
         if result.busy_policy == "reject":
             raise ChatBusy("another step is running on this chat")
         if result.busy_policy == "interrupt" and not asked_abort:
@@ -134,35 +160,6 @@ async def _acquire(deps: StepDeps, request: StepRequest, step_id: uuid.UUID) -> 
             raise ChatBusy("another step is still running on this chat; try again later")
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.2)
-
-
-async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed:
-    """Everything before the model call. Raises StepError subclasses for caller mistakes."""
-    received_at = time.perf_counter()
-    if len(request.content) > deps.config.max_message_chars:
-        raise MessageTooLarge(
-            f"message has {len(request.content)} characters; the limit is "
-            f"{deps.config.max_message_chars}"
-        )
-    step_id = uuid.uuid4()
-    chat = await _acquire(deps, request, step_id)
-    try:
-        if request.idempotency_key is not None:
-            outcome = await deps.steps.find_outcome(chat.id, request.idempotency_key)
-            if outcome is not None:
-                await deps.steps.release(chat.id, step_id)
-                return Replayed(outcome)
-        window = await deps.chats.load_window(chat, deps.config.tail_read_rows)
-        tokens = deps.counter.count(request.content)
-        begun = await deps.steps.begin(
-            chat, step_id, request.content, tokens, request.idempotency_key,
-            deps.config.worker_id,
-        )
-    except BaseException:
-        await asyncio.shield(deps.steps.release(chat.id, step_id))
-        raise
-    plan = assemble(window, request.content, budget_for(chat, deps.config), deps.counter)
-    return Started(chat, begun, plan, received_at)
 
 
 @dataclass
@@ -180,16 +177,19 @@ class _Answer:
 async def _monitor(deps: StepDeps, started: Started, abort: AbortSignal, answer: _Answer) -> None:
     """Poll the abort flag, keep the lease alive and flush partial text, until cancelled."""
     cfg = deps.config
-    last_flush = time.monotonic()
+    last_flush = last_renew = time.monotonic()
     while True:
         await asyncio.sleep(cfg.abort_poll)
         now = time.monotonic()
         partial = None
         if now - last_flush >= cfg.partial_flush:
             partial, last_flush = answer.partial(), now
+        renew = now - last_renew >= cfg.lease_ttl / 3
+        if renew:
+            last_renew = now
         try:
             aborted = await deps.steps.heartbeat(
-                started.chat.id, started.begun, cfg.lease_ttl, partial
+                started.chat.id, started.begun, cfg.lease_ttl if renew else None, partial
             )
         except Exception:  # the database blinked: keep streaming, try again next tick
             log.warning("step heartbeat failed", exc_info=True)

@@ -104,8 +104,8 @@ async def context(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) ->
     """What the next step would send, before its new message: sections, tokens, budget."""
     deps = runtime.deps
     chat = await _chat(runtime, tenant, chat_id)
-    window = await deps.chats.load_window(chat, deps.config.tail_read_rows)
     budget = budget_for(chat, deps.config)
+    window = await deps.chats.load_window(chat, deps.config.tail_read_rows, budget.tail_tokens)
     plan = assemble(window, None, budget, deps.counter)
     return {
         "chat_id": str(chat.id),

@@ -59,7 +59,8 @@ async def test_json_step_without_sse_header(
 @pytest.mark.parametrize(
     "reply",
     [
-        Reply(["The answer."], reasoning=["Let me ", "think."], reasoning_field="reasoning_content"),
+        Reply(["The answer."], reasoning=["Let me ", "think."],
+              reasoning_field="reasoning_content"),
         Reply(["The answer."], reasoning=["Let me ", "think."], reasoning_field="reasoning"),
         Reply(["<thi", "nk>Let me ", "think.</th", "ink>The answer."]),
     ],

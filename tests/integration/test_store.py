@@ -9,7 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import downgrade, migrate
-from chat.ports import LeaseAcquired, LeaseBusy, LeaseMissing, NewChat
+from chat.ports import LeaseBusy, LeaseMissing, NewChat, Opened, OpenStep, StepOutcome
 from chat.steps import PostgresStepStore
 from chat.store import WINDOW_SQL, PostgresChatStore, history_query
 from chat.testing import seed_history
@@ -39,32 +39,47 @@ async def test_migrations_go_down_to_base_and_up_again(database_url: str) -> Non
     assert "hnsw" in hnsw and "vector_cosine_ops" in hnsw
 
 
+def _open(chat: Chat, step_id: uuid.UUID, *, tenant: str = "tenant-a", ttl: float = 30,
+          content: str = "q", key: str | None = None) -> OpenStep:
+    return OpenStep(
+        tenant_id=tenant, chat_id=chat.id, step_id=step_id, content=content, token_count=1,
+        idempotency_key=key, worker="w", lease_ttl=ttl, tail_rows=100,
+        tail_budget=lambda _: 1000,
+    )
+
+
+async def _finish(steps: PostgresStepStore, opened: Opened, content: str) -> None:
+    await steps.finish(opened.chat.id, opened.begun, status="complete", content=content,
+                       reasoning="", token_count=1, usage=None, error_code=None, timings={})
+
+
 async def test_lease_is_exclusive_scoped_to_tenant_and_expires(engine: AsyncEngine) -> None:
     steps = PostgresStepStore(engine)
     chat = await _chat(engine)
-    first, second = uuid.uuid4(), uuid.uuid4()
-    assert isinstance(await steps.acquire_lease("tenant-a", chat.id, first, 30), LeaseAcquired)
-    busy = await steps.acquire_lease("tenant-a", chat.id, second, 30)
+    first, second, third = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    opened = await steps.open(_open(chat, first))
+    assert isinstance(opened, Opened)
+    busy = await steps.open(_open(chat, second))
     assert isinstance(busy, LeaseBusy) and busy.running_step_id == first
-    assert isinstance(await steps.acquire_lease("tenant-b", chat.id, second, 30), LeaseMissing)
-    await steps.release(chat.id, first)
-    assert isinstance(await steps.acquire_lease("tenant-a", chat.id, second, 0.05), LeaseAcquired)
+    assert isinstance(await steps.open(_open(chat, second, tenant="tenant-b")), LeaseMissing)
+    await _finish(steps, opened, "a1")
+    assert isinstance(await steps.open(_open(chat, second, ttl=0.05)), Opened)
     await asyncio.sleep(0.1)  # the holder died: its lease runs out
-    assert isinstance(await steps.acquire_lease("tenant-a", chat.id, first, 30), LeaseAcquired)
+    assert isinstance(await steps.open(_open(chat, third)), Opened)
 
 
 async def test_a_dead_steps_partial_answer_is_kept_as_interrupted(engine: AsyncEngine) -> None:
     steps, chats = PostgresStepStore(engine), PostgresChatStore(engine)
     chat = await _chat(engine)
     dead_id = uuid.uuid4()
-    await steps.acquire_lease("tenant-a", chat.id, dead_id, 0.05)
-    dead = await steps.begin(chat, dead_id, "question", 3, None, "w1")
-    await steps.heartbeat(chat.id, dead, 0.05, ("half an ans", ""))
+    dead = await steps.open(_open(chat, dead_id, ttl=0.05, content="question"))
+    assert isinstance(dead, Opened)
+    await steps.heartbeat(chat.id, dead.begun, None, ("half an ans", ""))
     await asyncio.sleep(0.1)  # the worker was killed here
 
-    next_id = uuid.uuid4()
-    assert isinstance(await steps.acquire_lease("tenant-a", chat.id, next_id, 30), LeaseAcquired)
-    await steps.begin(chat, next_id, "again", 1, None, "w2")
+    again = await steps.open(_open(chat, uuid.uuid4(), content="again"))
+    assert isinstance(again, Opened)
+    assert [m.content for m in again.window.tail] == ["question", "half an ans"]
     page = await chats.list_messages("tenant-a", chat.id, before=None, after=None, limit=10)
     assert page is not None
     assert [(m.kind, m.content, m.status) for m in page.messages] == [
@@ -77,6 +92,33 @@ async def test_a_dead_steps_partial_answer_is_kept_as_interrupted(engine: AsyncE
         status = (await conn.execute(
             text("SELECT status, error_code FROM steps WHERE id = :id"), {"id": dead_id})).one()
     assert tuple(status) == ("interrupted", "worker_lost")
+
+
+async def test_an_idempotent_retry_writes_nothing_and_keeps_no_lease(engine: AsyncEngine) -> None:
+    steps, chats = PostgresStepStore(engine), PostgresChatStore(engine)
+    chat = await _chat(engine)
+    opened = await steps.open(_open(chat, uuid.uuid4(), key="k"))
+    assert isinstance(opened, Opened)
+    await _finish(steps, opened, "answer")
+    replay = await steps.open(_open(chat, uuid.uuid4(), key="k"))
+    assert isinstance(replay, StepOutcome)
+    assert replay.assistant_message is not None and replay.assistant_message.content == "answer"
+    page = await chats.list_messages("tenant-a", chat.id, before=None, after=None, limit=10)
+    assert page is not None and len(page.messages) == 2
+    assert isinstance(await steps.open(_open(chat, uuid.uuid4())), Opened)  # lease is free
+
+
+async def test_window_is_cut_by_tokens_in_postgres_but_keeps_the_current_turn(
+    engine: AsyncEngine,
+) -> None:
+    chat = await _chat(engine)
+    await seed_history(engine, chat.id, 40, words=5)  # 13 tokens + 4 overhead each
+    chats = PostgresChatStore(engine)
+    window = await chats.load_window(chat, 400, 17 * 10)
+    assert len(window.tail) == 10 and window.more_before
+    assert window.tail[-1].content.startswith("answer 40")
+    tiny = await chats.load_window(chat, 400, 1)
+    assert [m.kind for m in tiny.tail] == ["user", "assistant"]  # the last turn, over budget
 
 
 async def test_history_and_window_use_the_index_on_a_100k_message_chat(
@@ -94,7 +136,7 @@ async def test_history_and_window_use_the_index_on_a_100k_message_chat(
                                      limit=3)
     assert back is not None and [m.position // 1024 for m in back.messages] == [997, 998, 999]
 
-    window = await chats.load_window(chat, 50)
+    window = await chats.load_window(chat, 50, 10_000_000)
     assert len(window.tail) == 50 and window.more_before
     assert window.tail[-1].position == 100_000 * 1024
 
@@ -105,6 +147,6 @@ async def test_history_and_window_use_the_index_on_a_100k_message_chat(
                 "chat": chat.id, "t": "tenant-a", "limit": 201, "before": before,
                 "after": after})).scalars())
             assert "messages_chat_position" in plan and "Sort" not in plan, plan
-        plan = "\n".join((await conn.execute(
-            text("EXPLAIN " + str(WINDOW_SQL)), {"chat": chat.id, "limit": 51})).scalars())
+        plan = "\n".join((await conn.execute(text("EXPLAIN " + str(WINDOW_SQL)), {
+            "chat": chat.id, "limit": 51, "budget": 1000, "overhead": 4})).scalars())
         assert "Seq Scan on messages" not in plan and "Sort" not in plan.split("Limit")[-1], plan

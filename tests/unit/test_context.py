@@ -6,8 +6,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from chat.types import Chat, Message, ModelSettings, Window
-from llm.tokens import MESSAGE_OVERHEAD, TiktokenCounter
+from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
+from llm.tokens import TiktokenCounter
 from orchestrator.context import MEMORY_TAG, SUMMARY_TAG, Budget, assemble, fence, select_tail
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
