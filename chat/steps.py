@@ -30,7 +30,7 @@ from chat.tables import (
     message_from_row,
     step_from_row,
 )
-from chat.types import POSITION_GAP, Message
+from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Message
 
 # Take the lease if it is free or expired; `previous_step` is the holder whose lease ran out.
 _ACQUIRE = text(f"""
@@ -59,22 +59,24 @@ WHERE chat_id = :chat AND status = 'streaming' AND step_id IN (SELECT id FROM de
 # Persist the turn: the user message and a streaming placeholder for the answer.
 _BEGIN = text("""
 WITH pos AS (
-    UPDATE chats SET last_position = last_position + 2 * :gap, updated_at = now()
-    WHERE id = :chat RETURNING last_position
+    UPDATE chats SET last_position = last_position + 2 * :gap, updated_at = now(),
+                     token_total = token_total + :cost
+    WHERE id = :chat RETURNING last_position, token_total
 ), st AS (
     INSERT INTO steps (id, chat_id, status, user_message_id, assistant_message_id,
                        idempotency_key, worker)
     VALUES (:step, :chat, 'running', :user_id, :assistant_id, :key, :worker)
 ), um AS (
     INSERT INTO messages (id, chat_id, position, kind, content, status, token_count, step_id,
-                          idempotency_key)
+                          idempotency_key, tokens_after)
     SELECT :user_id, :chat, last_position - :gap, 'user', :content, 'complete', :tokens, :step,
-           :key
+           :key, token_total
     FROM pos
     RETURNING created_at
 ), am AS (
-    INSERT INTO messages (id, chat_id, position, kind, status, step_id)
-    SELECT :assistant_id, :chat, last_position, 'assistant', 'streaming', :step FROM pos
+    INSERT INTO messages (id, chat_id, position, kind, status, step_id, tokens_after)
+    SELECT :assistant_id, :chat, last_position, 'assistant', 'streaming', :step, token_total
+    FROM pos
 )
 SELECT pos.last_position, um.created_at FROM pos, um""")
 
@@ -91,18 +93,25 @@ _FLUSH = text("""
 UPDATE messages SET content = :content, reasoning = :reasoning
 WHERE id = :id AND status = 'streaming'""")
 
+# The answer, the step's outcome and the lease's release commit together. The answer is counted
+# into the chat's token_total only when a later prompt will show it (it has content).
 _FINISH = text("""
-WITH am AS (
+WITH c AS (
+    UPDATE chats SET
+        token_total = token_total + :cost,
+        lease_expires_at = CASE WHEN lease_step_id = :step THEN NULL ELSE lease_expires_at END,
+        lease_step_id = CASE WHEN lease_step_id = :step THEN NULL ELSE lease_step_id END
+    WHERE id = :chat
+    RETURNING token_total
+), am AS (
     UPDATE messages SET content = :content, reasoning = :reasoning, status = :status,
-                        token_count = :tokens, usage = CAST(:usage AS jsonb)
+                        token_count = :tokens, usage = CAST(:usage AS jsonb),
+                        tokens_after = (SELECT token_total FROM c)
     WHERE id = :assistant_id
-), st AS (
-    UPDATE steps SET status = :step_status, error_code = :error, timings = CAST(:timings AS jsonb),
-                     finished_at = now()
-    WHERE id = :step
 )
-UPDATE chats SET lease_step_id = NULL, lease_expires_at = NULL
-WHERE id = :chat AND lease_step_id = :step""")
+UPDATE steps SET status = :step_status, error_code = :error, timings = CAST(:timings AS jsonb),
+                 finished_at = now()
+WHERE id = :step""")
 
 
 
@@ -168,6 +177,7 @@ class PostgresStepStore:
                     "status": status,
                     "step_status": status,
                     "tokens": token_count,
+                    "cost": token_count + MESSAGE_OVERHEAD if content and status != "failed" else 0,
                     "usage": json.dumps(usage) if usage is not None else None,
                     "error": error_code,
                     "timings": json.dumps(timings),
@@ -242,6 +252,7 @@ async def _begin(conn: AsyncConnection, request: OpenStep) -> BegunStep:
                 "worker": request.worker,
                 "content": request.content,
                 "tokens": request.token_count,
+                "cost": request.token_count + MESSAGE_OVERHEAD,
             },
         )
     ).one()

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chat.ports import NewChat
 from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, message_from_row
-from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Page, Window
+from chat.types import POSITION_GAP, Chat, Message, Page, Window
 
 # Rows a step may read from its history: what the model saw or said.
 _VISIBLE = (
@@ -21,31 +21,37 @@ _VISIBLE = (
     "AND (status = 'complete' OR (status = 'interrupted' AND content <> ''))"
 )
 
-# The window in one round trip: the latest summary row, then the newest visible rows after it,
-# cut by the tail budget in Postgres. Only `:limit` rows are scanned (the window functions that
-# need the whole set run over the limited subquery), and the current turn is always returned.
+# The window in one round trip: the latest summary row, then the rows after it that the tail
+# budget can take, found by a range scan of (chat_id, tokens_after): the cost does not grow with
+# the length of the chat. The current turn (from the last user message on) always comes too.
 WINDOW_SQL = text(f"""
 WITH s AS (
     SELECT position FROM messages
     WHERE chat_id = :chat AND kind = 'summary' ORDER BY position DESC LIMIT 1
-), t AS (
-    SELECT {MESSAGE_COLUMNS},
-           sum(token_count + :overhead) OVER (ORDER BY position DESC) AS cum,
-           row_number() OVER (ORDER BY position DESC) AS rn
-    FROM messages
-    WHERE chat_id = :chat AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
-    ORDER BY position DESC LIMIT :limit
-), u AS (
-    SELECT t.*, min(rn) FILTER (WHERE kind = 'user') OVER () AS turn_rn,
-           count(*) OVER () AS scanned
-    FROM t
+), lu AS (
+    SELECT position FROM messages
+    WHERE chat_id = :chat AND kind = 'user' AND position > COALESCE((SELECT position FROM s), -1)
+    ORDER BY position DESC LIMIT 1
+), r AS (
+    (SELECT {MESSAGE_COLUMNS} FROM messages
+      WHERE chat_id = :chat AND tokens_after > :threshold
+        AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
+      ORDER BY tokens_after DESC, position DESC LIMIT :limit)
+    UNION
+    (SELECT {MESSAGE_COLUMNS} FROM messages
+      WHERE chat_id = :chat AND position >= (SELECT position FROM lu) AND {_VISIBLE}
+      ORDER BY position DESC LIMIT :limit)
 )
-(SELECT {MESSAGE_COLUMNS}, 0::bigint AS scanned FROM messages
-  WHERE chat_id = :chat AND position = (SELECT position FROM s))
+SELECT {MESSAGE_COLUMNS}, EXISTS (
+    SELECT 1 FROM messages m
+    WHERE m.chat_id = :chat AND m.kind IN ('user', 'assistant', 'tool', 'system')
+      AND m.position > COALESCE((SELECT position FROM s), -1)
+      AND m.position < (SELECT min(position) FROM r)
+) AS more_before
+FROM r
 UNION ALL
-(SELECT {MESSAGE_COLUMNS}, scanned FROM u
-  WHERE cum - (token_count + :overhead) < :budget OR rn <= COALESCE(turn_rn, 0)
-  ORDER BY position DESC)
+SELECT {MESSAGE_COLUMNS}, false FROM messages
+WHERE chat_id = :chat AND position = (SELECT position FROM s)
 """)
 
 
@@ -56,24 +62,22 @@ async def read_window(
     rows = (
         await conn.execute(
             WINDOW_SQL,
-            {"chat": chat.id, "limit": max_rows + 1, "budget": budget_tokens,
-             "overhead": MESSAGE_OVERHEAD},
+            {"chat": chat.id, "limit": max_rows + 1, "threshold": chat.token_total - budget_tokens},
         )
     ).mappings().all()
     summary = None
     tail: list[Message] = []
-    scanned = 0
+    more_before = False
     for row in rows:
         message = message_from_row(row)
         if message.kind == "summary":
             summary = message
         else:
             tail.append(message)
-            scanned = row["scanned"]
-    # Rows were left behind if the budget cut some, or the read stopped at its row limit.
-    more_before = scanned > len(tail) or len(tail) > max_rows
-    tail = tail[:max_rows]
-    tail.reverse()
+            more_before = more_before or row["more_before"]
+    tail.sort(key=lambda m: m.position)
+    if len(tail) > max_rows:
+        tail, more_before = tail[-max_rows:], True
     return Window(chat=chat, summary=summary, tail=tail, more_before=more_before)
 
 
@@ -195,11 +199,12 @@ class PostgresChatStore:
                     text(f"""
                     WITH pos AS (
                         UPDATE chats SET last_position = last_position + :gap, updated_at = now()
-                        WHERE id = :chat AND tenant_id = :t RETURNING last_position
+                        WHERE id = :chat AND tenant_id = :t RETURNING last_position, token_total
                     )
-                    INSERT INTO messages (id, chat_id, position, kind, content, status, meta)
+                    INSERT INTO messages (id, chat_id, position, kind, content, status, meta,
+                                          tokens_after)
                     SELECT :id, :chat, last_position, 'summary', :content, 'complete',
-                           CAST(:meta AS jsonb)
+                           CAST(:meta AS jsonb), token_total
                     FROM pos
                     RETURNING {MESSAGE_COLUMNS}"""),
                     {

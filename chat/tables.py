@@ -9,7 +9,8 @@ from typing import Any
 from chat.types import Chat, Message, ModelSettings, StepRecord
 
 CHAT_COLUMNS = (
-    "id, tenant_id, user_id, title, system_prompt, settings, busy_policy, created_at, updated_at"
+    "id, tenant_id, user_id, title, system_prompt, settings, busy_policy, created_at, updated_at, "
+    "token_total"
 )
 MESSAGE_COLUMNS = (
     "id, chat_id, position, kind, content, reasoning, status, token_count, usage, step_id, "
@@ -42,6 +43,7 @@ def chat_from_row(row: Mapping[str, Any]) -> Chat:
         busy_policy=row["busy_policy"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        token_total=row["token_total"],
     )
 
 

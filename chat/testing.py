@@ -7,19 +7,22 @@ import uuid
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.types import POSITION_GAP
+from chat.types import MESSAGE_OVERHEAD, POSITION_GAP
 
 _SEED = text("""
-WITH rows AS (
-    INSERT INTO messages (id, chat_id, position, kind, content, status, token_count)
-    SELECT gen_random_uuid(), :chat, (:base + g) * :gap,
+WITH c AS (SELECT last_position, token_total FROM chats WHERE id = :chat),
+rows AS (
+    INSERT INTO messages (id, chat_id, position, kind, content, status, token_count, tokens_after)
+    SELECT gen_random_uuid(), :chat, c.last_position + g * :gap,
            CASE WHEN g % 2 = 1 THEN 'user' ELSE 'assistant' END,
            CASE WHEN g % 2 = 1 THEN 'question ' ELSE 'answer ' END || g || ' ' || :filler,
-           'complete', :tokens
-    FROM generate_series(1, :n) AS g
-    RETURNING position
+           'complete', :tokens, c.token_total + g * :cost
+    FROM c, generate_series(1, :n) AS g
+    RETURNING position, tokens_after
 )
-UPDATE chats SET last_position = (SELECT max(position) FROM rows) WHERE id = :chat""")
+UPDATE chats SET last_position = (SELECT max(position) FROM rows),
+                 token_total = (SELECT max(tokens_after) FROM rows)
+WHERE id = :chat""")
 
 
 async def seed_history(
@@ -28,14 +31,9 @@ async def seed_history(
     """Append n alternating user/assistant rows of about `words` words each to a chat."""
     filler = " ".join(f"lorem{i % 17}" for i in range(words))
     async with engine.begin() as conn:
-        base = (
-            await conn.execute(
-                text("SELECT last_position FROM chats WHERE id = :chat"), {"chat": chat_id}
-            )
-        ).scalar_one() // POSITION_GAP
         await conn.execute(
             _SEED,
-            {"chat": chat_id, "base": base, "gap": POSITION_GAP, "n": n, "filler": filler,
-             "tokens": words * 2 + 3},
+            {"chat": chat_id, "gap": POSITION_GAP, "n": n, "filler": filler,
+             "tokens": words * 2 + 3, "cost": words * 2 + 3 + MESSAGE_OVERHEAD},
         )
         await conn.execute(text("ANALYZE messages"))

@@ -54,6 +54,7 @@ class Chat:
     busy_policy: BusyPolicy
     created_at: datetime
     updated_at: datetime
+    token_total: int = 0  # prompt cost of every visible row, for the tail cut
 
 
 @dataclass(frozen=True)

@@ -78,11 +78,11 @@ class OpenAIChatModel:
         done = False
         async for line in response.aiter_lines():
             data = decoder.feed(line)
-            if data is None:
-                continue
+            if data is None or done:
+                continue  # read to the end, so the connection goes back to the pool
             if data.strip() == DONE:
                 done = True
-                break
+                continue
             for delta in chunk_deltas(data, splitter):
                 if isinstance(delta, Finish):
                     reason = delta.reason or reason

@@ -37,6 +37,8 @@ def upgrade() -> None:
         sa.Column("settings", pg.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
         sa.Column("busy_policy", sa.Text, nullable=False, server_default="queue"),
         sa.Column("last_position", sa.BigInteger, nullable=False, server_default="0"),
+        # Running total of the prompt cost (tokens + per-message overhead) of visible rows.
+        sa.Column("token_total", sa.BigInteger, nullable=False, server_default="0"),
         sa.Column("lease_step_id", pg.UUID(as_uuid=True), nullable=True),
         sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
         _ts("created_at"),
@@ -59,6 +61,9 @@ def upgrade() -> None:
         sa.Column("reasoning", sa.Text, nullable=False, server_default=""),
         sa.Column("status", sa.Text, nullable=False, server_default="complete"),
         sa.Column("token_count", sa.Integer, nullable=False, server_default="0"),
+        # The chat's token_total once this row was counted: the tail of a budget B is the rows
+        # with tokens_after > token_total - B, an index range scan however long the chat.
+        sa.Column("tokens_after", sa.BigInteger, nullable=False, server_default="0"),
         sa.Column("usage", pg.JSONB, nullable=True),
         sa.Column("step_id", pg.UUID(as_uuid=True), nullable=True),
         sa.Column("idempotency_key", sa.Text, nullable=True),
@@ -76,6 +81,7 @@ def upgrade() -> None:
         "messages_idempotency", "messages", ["chat_id", "idempotency_key"], unique=True,
         postgresql_where=sa.text("idempotency_key IS NOT NULL"),
     )
+    op.create_index("messages_tail", "messages", ["chat_id", "tokens_after", "position"])
     op.create_index(
         "messages_summaries", "messages", ["chat_id", "position"],
         postgresql_where=sa.text("kind = 'summary'"),

@@ -114,6 +114,8 @@ async def test_window_is_cut_by_tokens_in_postgres_but_keeps_the_current_turn(
     chat = await _chat(engine)
     await seed_history(engine, chat.id, 40, words=5)  # 13 tokens + 4 overhead each
     chats = PostgresChatStore(engine)
+    chat = await chats.get_chat("tenant-a", chat.id)
+    assert chat is not None and chat.token_total == 40 * 17
     window = await chats.load_window(chat, 400, 17 * 10)
     assert len(window.tail) == 10 and window.more_before
     assert window.tail[-1].content.startswith("answer 40")
@@ -136,6 +138,8 @@ async def test_history_and_window_use_the_index_on_a_100k_message_chat(
                                      limit=3)
     assert back is not None and [m.position // 1024 for m in back.messages] == [997, 998, 999]
 
+    chat = await chats.get_chat("tenant-a", chat.id)
+    assert chat is not None
     window = await chats.load_window(chat, 50, 10_000_000)
     assert len(window.tail) == 50 and window.more_before
     assert window.tail[-1].position == 100_000 * 1024
@@ -147,6 +151,8 @@ async def test_history_and_window_use_the_index_on_a_100k_message_chat(
                 "chat": chat.id, "t": "tenant-a", "limit": 201, "before": before,
                 "after": after})).scalars())
             assert "messages_chat_position" in plan and "Sort" not in plan, plan
-        plan = "\n".join((await conn.execute(text("EXPLAIN " + str(WINDOW_SQL)), {
-            "chat": chat.id, "limit": 51, "budget": 1000, "overhead": 4})).scalars())
-        assert "Seq Scan on messages" not in plan and "Sort" not in plan.split("Limit")[-1], plan
+        plan = "\n".join((await conn.execute(text("EXPLAIN ANALYZE " + str(WINDOW_SQL)), {
+            "chat": chat.id, "limit": 401, "threshold": window.chat.token_total - 1000,
+        })).scalars())
+        assert "Seq Scan on messages" not in plan, plan
+        assert "messages_tail" in plan, plan  # the tail is a range scan of tokens_after
