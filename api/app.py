@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import problems
 from api.app_banner import EMBEDDED_BANNER
@@ -44,6 +45,30 @@ def _step_config(settings: Settings, context_window: int | None) -> StepConfig:
         partial_flush=settings.partial_flush_seconds,
         worker_id=f"{socket.gethostname()}:{os.getpid()}",
     )
+
+
+class _Timing:
+    """Stamps when a request arrived; JSON answers carry `Server-Timing: app;dur=<ms>`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        arrived = time.perf_counter()
+        scope.setdefault("state", {})["received_at"] = arrived
+
+        async def timed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                duration = (time.perf_counter() - arrived) * 1000
+                headers = list(message.get("headers", []))
+                headers.append((b"server-timing", f"app;dur={duration:.3f}".encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, timed_send)
 
 
 class _BodyLimit:
@@ -118,6 +143,7 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="jin", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
     app.add_middleware(_BodyLimit, limit=settings.max_request_bytes)
+    app.add_middleware(_Timing)
     problems.install(app)
     app.include_router(health.router)
     app.include_router(chats.router)

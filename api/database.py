@@ -45,6 +45,10 @@ def create_engine(url: str, *, pool_size: int = 20) -> AsyncEngine:
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_recycle=1800,
+        # Every statement here is hand-written and keyed on indexed columns, so the generic plan
+        # of a prepared statement is the right one; planning it again on each step (what `auto`
+        # does for the window query) cost more than executing it (bench/README.md).
+        connect_args={"server_settings": {"plan_cache_mode": "force_generic_plan"}},
     )
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chat.ports import NewChat
 from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, message_from_row
-from chat.types import POSITION_GAP, Chat, Message, Page, Window
+from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Page, Window
 
 # Rows a step may read from its history: what the model saw or said.
 _VISIBLE = (
@@ -22,36 +22,30 @@ _VISIBLE = (
 )
 
 # The window in one round trip: the latest summary row, then the rows after it that the tail
-# budget can take, found by a range scan of (chat_id, tokens_after): the cost does not grow with
-# the length of the chat. The current turn (from the last user message on) always comes too.
+# budget can take, found by a range scan of (chat_id, tokens_after), so the cost does not grow
+# with the length of the chat; then the rest of the current turn (from the last user message on)
+# if the budget left some of it out.
 WINDOW_SQL = text(f"""
 WITH s AS (
     SELECT position FROM messages
     WHERE chat_id = :chat AND kind = 'summary' ORDER BY position DESC LIMIT 1
-), lu AS (
-    SELECT position FROM messages
-    WHERE chat_id = :chat AND kind = 'user' AND position > COALESCE((SELECT position FROM s), -1)
-    ORDER BY position DESC LIMIT 1
-), r AS (
-    (SELECT {MESSAGE_COLUMNS} FROM messages
-      WHERE chat_id = :chat AND tokens_after > :threshold
-        AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
-      ORDER BY tokens_after DESC, position DESC LIMIT :limit)
-    UNION
-    (SELECT {MESSAGE_COLUMNS} FROM messages
-      WHERE chat_id = :chat AND position >= (SELECT position FROM lu) AND {_VISIBLE}
-      ORDER BY position DESC LIMIT :limit)
 )
-SELECT {MESSAGE_COLUMNS}, EXISTS (
-    SELECT 1 FROM messages m
-    WHERE m.chat_id = :chat AND m.kind IN ('user', 'assistant', 'tool', 'system')
-      AND m.position > COALESCE((SELECT position FROM s), -1)
-      AND m.position < (SELECT min(position) FROM r)
-) AS more_before
-FROM r
+(SELECT {MESSAGE_COLUMNS} FROM messages
+  WHERE chat_id = :chat AND position = (SELECT position FROM s))
 UNION ALL
-SELECT {MESSAGE_COLUMNS}, false FROM messages
-WHERE chat_id = :chat AND position = (SELECT position FROM s)
+(SELECT {MESSAGE_COLUMNS} FROM messages
+  WHERE chat_id = :chat AND tokens_after > :threshold
+    AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
+  ORDER BY tokens_after DESC, position DESC LIMIT :limit)
+UNION ALL
+(SELECT {MESSAGE_COLUMNS} FROM messages
+  WHERE chat_id = :chat AND tokens_after <= :threshold AND {_VISIBLE}
+    AND position >= (
+        SELECT position FROM messages
+        WHERE chat_id = :chat AND kind = 'user'
+          AND position > COALESCE((SELECT position FROM s), -1)
+        ORDER BY position DESC LIMIT 1)
+  ORDER BY position DESC LIMIT :limit)
 """)
 
 
@@ -67,18 +61,24 @@ async def read_window(
     ).mappings().all()
     summary = None
     tail: list[Message] = []
-    more_before = False
     for row in rows:
         message = message_from_row(row)
         if message.kind == "summary":
             summary = message
         else:
             tail.append(message)
-            more_before = more_before or row["more_before"]
     tail.sort(key=lambda m: m.position)
-    if len(tail) > max_rows:
-        tail, more_before = tail[-max_rows:], True
+    cut = len(tail) > max_rows
+    tail = tail[-max_rows:] if cut else tail
+    # Counted rows lie between the summary and the tail when the running total before the
+    # oldest tail row is above the summary's.
+    floor = summary.tokens_after if summary else 0
+    more_before = cut or (bool(tail) and tail[0].tokens_after - _cost(tail[0]) > floor)
     return Window(chat=chat, summary=summary, tail=tail, more_before=more_before)
+
+
+def _cost(message: Message) -> int:
+    return message.token_count + MESSAGE_OVERHEAD
 
 
 class PostgresChatStore:

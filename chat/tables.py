@@ -14,7 +14,7 @@ CHAT_COLUMNS = (
 )
 MESSAGE_COLUMNS = (
     "id, chat_id, position, kind, content, reasoning, status, token_count, usage, step_id, "
-    "idempotency_key, meta, created_at"
+    "idempotency_key, meta, created_at, tokens_after"
 )
 STEP_COLUMNS = (
     "id, chat_id, status, user_message_id, assistant_message_id, idempotency_key, error_code, "
@@ -62,6 +62,7 @@ def message_from_row(row: Mapping[str, Any]) -> Message:
         idempotency_key=row["idempotency_key"],
         meta=_json(row["meta"]) or {},
         created_at=row["created_at"],
+        tokens_after=row["tokens_after"],
     )
 
 

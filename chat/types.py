@@ -72,6 +72,7 @@ class Message:
     step_id: uuid.UUID | None = None
     idempotency_key: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    tokens_after: int = 0  # the chat's running prompt cost once this row was counted
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ class StepRequest:
     chat_id: uuid.UUID
     content: str
     idempotency_key: str | None = None
+    received_at: float | None = None  # perf_counter() when the request arrived
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Started:
     begun: BegunStep
     plan: PromptPlan
     received_at: float
+    opened_at: float
     type: str = "started"
 
 
@@ -119,7 +121,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
     once, `queue` waits (bounded), `interrupt` asks the running step to stop, then waits.
     Raises StepError subclasses for the caller's mistakes.
     """
-    received_at = time.perf_counter()
+    received_at = request.received_at or time.perf_counter()
     cfg = deps.config
     if len(request.content) > cfg.max_message_chars:
         raise MessageTooLarge(
@@ -146,7 +148,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
             plan = assemble(
                 result.window, request.content, budget_for(result.chat, cfg), deps.counter
             )
-            return Started(result.chat, result.begun, plan, received_at)
+            return Started(result.chat, result.begun, plan, received_at, time.perf_counter())
         if isinstance(result, StepOutcome):
             return Replayed(result)
         if isinstance(result, LeaseMissing):
@@ -234,28 +236,34 @@ async def run_step(
         answer.status, answer.error = "failed", exc
         log.warning("provider failed: %s (%s)", exc.code, exc)
     finally:
-        model_ms = (time.perf_counter() - model_started) * 1000
+        model_ended = time.perf_counter()
         monitor.cancel()
-        await _persist(deps, started, answer, model_ms)
+        await _persist(deps, started, answer, _timings(started, model_started, model_ended))
     if answer.error is not None:
         yield MessageError(message_id, answer.error.code, str(answer.error))
     yield MessageEnd(message_id, answer.status, answer.usage)
-    total_ms = (time.perf_counter() - started.received_at) * 1000
-    yield StepEnd(begun.step_id, answer.status, _timings(total_ms, model_ms))
+    yield StepEnd(begun.step_id, answer.status, _timings(started, model_started, model_ended))
 
 
-def _timings(total_ms: float, model_ms: float) -> dict[str, float]:
+def _timings(started: Started, model_started: float, model_ended: float) -> dict[str, float]:
+    """Where the step's time went, in ms. overhead = total - model: the server's own share."""
+    now = time.perf_counter()
+    total = now - started.received_at
+    model = model_ended - model_started
     return {
-        "total_ms": round(total_ms, 3),
-        "model_ms": round(model_ms, 3),
-        "overhead_ms": round(total_ms - model_ms, 3),
+        "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
+        "model_ms": round(model * 1000, 3),
+        "persist_ms": round((now - model_ended) * 1000, 3),
+        "total_ms": round(total * 1000, 3),
+        "overhead_ms": round((total - model) * 1000, 3),
     }
 
 
-async def _persist(deps: StepDeps, started: Started, answer: _Answer, model_ms: float) -> None:
+async def _persist(
+    deps: StepDeps, started: Started, answer: _Answer, timings: dict[str, float]
+) -> None:
     """Write the outcome; shielded so a cancelled request still leaves a consistent chat."""
     content, reasoning = answer.partial()
-    total_ms = (time.perf_counter() - started.received_at) * 1000
     write = deps.steps.finish(
         started.chat.id,
         started.begun,
@@ -265,7 +273,7 @@ async def _persist(deps: StepDeps, started: Started, answer: _Answer, model_ms: 
         token_count=deps.counter.count(content),
         usage=answer.usage,
         error_code=answer.error.code if answer.error else None,
-        timings=_timings(total_ms, model_ms),
+        timings=timings,
     )
     await asyncio.shield(asyncio.ensure_future(write))
 

@@ -31,8 +31,10 @@ async def post_message(
     tenant: TenantDep,
 ) -> StreamingResponse | JSONResponse:
     """Run a step. Lease, idempotency and size are settled before any byte is streamed."""
+    received_at = getattr(request.state, "received_at", None)
     started = await start_step(
-        runtime.deps, StepRequest(tenant, chat_id, body.content, body.idempotency_key)
+        runtime.deps,
+        StepRequest(tenant, chat_id, body.content, body.idempotency_key, received_at),
     )
     if isinstance(started, Replayed):
         events: list[StepEvent] = replay_events(started.outcome)
