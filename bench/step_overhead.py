@@ -22,6 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
+from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,6 +55,14 @@ async def make_chats(client: httpx.AsyncClient, engine, n_chats: int, size: int)
 FILLER = " ".join(f"lorem{i % 17}" for i in range(30))
 
 
+async def settle(engine) -> None:
+    """Vacuum and checkpoint after seeding, so autovacuum does not run during the measurement."""
+    auto = engine.execution_options(isolation_level="AUTOCOMMIT")
+    async with auto.connect() as conn:
+        await conn.execute(text("VACUUM (ANALYZE) messages"))
+        await conn.execute(text("CHECKPOINT"))
+
+
 async def step(client: httpx.AsyncClient, chat_id: str, i: int) -> tuple[float, float]:
     t0 = time.perf_counter()
     r = await client.post(
@@ -78,6 +87,7 @@ async def sequential(client, engine, sizes: tuple[int, ...], steps: int) -> dict
         pools[size] = await make_chats(client, engine, n_chats, size)
         for i, chat_id in enumerate(pools[size][:5]):  # warm-up
             await step(client, chat_id, -i)
+    await settle(engine)
     overhead: dict[int, list[float]] = {size: [] for size in sizes}
     latency: dict[int, list[float]] = {size: [] for size in sizes}
     for i in range(steps):
@@ -96,6 +106,7 @@ async def sequential(client, engine, sizes: tuple[int, ...], steps: int) -> dict
 
 async def concurrent(client, engine, n: int, seconds: float) -> dict[str, float]:
     chats = await make_chats(client, engine, n, 10)
+    await settle(engine)
     done: list[float] = []
     stop_at = time.perf_counter() + seconds
 

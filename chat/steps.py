@@ -5,6 +5,7 @@ No transaction here spans a model call: each method is one short transaction.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -89,6 +90,10 @@ SELECT abort_requested FROM steps WHERE id = :step""")
 
 _POLL = text("SELECT abort_requested FROM steps WHERE id = :step")
 
+_RELEASE = text("""
+UPDATE chats SET lease_step_id = NULL, lease_expires_at = NULL
+WHERE id = :chat AND lease_step_id = :step""")
+
 _FLUSH = text("""
 UPDATE messages SET content = :content, reasoning = :reasoning
 WHERE id = :id AND status = 'streaming'""")
@@ -117,30 +122,42 @@ WHERE id = :step""")
 
 class PostgresStepStore:
     def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
+        # Each method here is one statement, or statements that need no common snapshot, so
+        # they run in autocommit: one round trip each instead of BEGIN, statement, COMMIT.
+        self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def open(self, request: OpenStep) -> OpenResult:
         params = {
             "chat": request.chat_id, "t": request.tenant_id, "step": request.step_id,
             "ttl": request.lease_ttl,
         }
-        async with self._engine.connect() as conn, conn.begin() as tx:
+        # The lease makes this chat ours until we release it, so the statements after it need
+        # no transaction of their own: each is atomic, and nobody else writes the turn.
+        async with self._db.connect() as conn:
             row = (await conn.execute(_ACQUIRE, params)).mappings().first()
             if row is None:
                 return await _why_not(conn, params)
             chat = chat_from_row(row)
-            if row["previous_step"] is not None:
-                await conn.execute(_SWEEP, params)
-            if request.idempotency_key is not None:
-                outcome = await _outcome(conn, chat.id, request.idempotency_key)
-                if outcome is not None:
-                    await tx.rollback()  # the lease is not kept: nothing new is written
-                    return outcome
-            window = await read_window(
-                conn, chat, request.tail_rows, request.tail_budget(chat)
-            )
-            begun = await _begin(conn, request)
+            try:
+                if row["previous_step"] is not None:
+                    await conn.execute(_SWEEP, params)
+                if request.idempotency_key is not None:
+                    outcome = await _outcome(conn, chat.id, request.idempotency_key)
+                    if outcome is not None:
+                        await conn.execute(_RELEASE, params)  # a replay writes nothing new
+                        return outcome
+                window = await read_window(
+                    conn, chat, request.tail_rows, request.tail_budget(chat)
+                )
+                begun = await _begin(conn, request)
+            except BaseException:
+                await asyncio.shield(self._release(params))
+                raise
         return Opened(chat, window, begun)
+
+    async def _release(self, params: dict[str, Any]) -> None:
+        async with self._db.connect() as conn:
+            await conn.execute(_RELEASE, params)
 
     async def heartbeat(
         self, chat_id: uuid.UUID, step: BegunStep, ttl: float | None,
@@ -148,9 +165,9 @@ class PostgresStepStore:
     ) -> bool:
         params = {"chat": chat_id, "step": step.step_id, "ttl": ttl}
         if ttl is None and partial is None:  # the common tick: a read of the abort flag
-            async with self._engine.connect() as conn:
+            async with self._db.connect() as conn:
                 return bool((await conn.execute(_POLL, params)).scalar())
-        async with self._engine.begin() as conn:
+        async with self._db.connect() as conn:
             if partial is not None:
                 await conn.execute(
                     _FLUSH,
@@ -165,7 +182,7 @@ class PostgresStepStore:
         token_count: int, usage: dict[str, Any] | None, error_code: str | None,
         timings: dict[str, float],
     ) -> None:
-        async with self._engine.begin() as conn:
+        async with self._db.connect() as conn:
             await conn.execute(
                 _FINISH,
                 {
@@ -185,7 +202,7 @@ class PostgresStepStore:
             )
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:
-        async with self._engine.begin() as conn:
+        async with self._db.connect() as conn:
             row = (
                 await conn.execute(
                     text("""

@@ -83,10 +83,12 @@ def _cost(message: Message) -> int:
 
 class PostgresChatStore:
     def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
+        # Each method here is one statement, or statements that need no common snapshot, so
+        # they run in autocommit: one round trip each instead of BEGIN, statement, COMMIT.
+        self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def create_chat(self, new: NewChat) -> Chat:
-        async with self._engine.begin() as conn:
+        async with self._db.connect() as conn:
             row = (
                 await conn.execute(
                     text(f"""
@@ -109,7 +111,7 @@ class PostgresChatStore:
         return chat_from_row(row)
 
     async def get_chat(self, tenant_id: str, chat_id: uuid.UUID) -> Chat | None:
-        async with self._engine.connect() as conn:
+        async with self._db.connect() as conn:
             row = (
                 await conn.execute(
                     text(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id = :id AND tenant_id = :t"),
@@ -134,7 +136,7 @@ class PostgresChatStore:
             f"SELECT {CHAT_COLUMNS} FROM chats WHERE {' AND '.join(clauses)} "
             "ORDER BY created_at DESC, id DESC LIMIT :limit"
         )
-        async with self._engine.connect() as conn:
+        async with self._db.connect() as conn:
             rows = (await conn.execute(text(sql), params)).mappings().all()
         return [chat_from_row(r) for r in rows]
 
@@ -153,12 +155,12 @@ class PostgresChatStore:
             f"UPDATE chats SET {', '.join(sets)} WHERE id = :id AND tenant_id = :t "
             f"RETURNING {CHAT_COLUMNS}"
         )
-        async with self._engine.begin() as conn:
+        async with self._db.connect() as conn:
             row = (await conn.execute(text(sql), params)).mappings().first()
         return chat_from_row(row) if row else None
 
     async def delete_chat(self, tenant_id: str, chat_id: uuid.UUID) -> bool:
-        async with self._engine.begin() as conn:
+        async with self._db.connect() as conn:
             result = await conn.execute(
                 text("DELETE FROM chats WHERE id = :id AND tenant_id = :t RETURNING id"),
                 {"id": chat_id, "t": tenant_id},
@@ -166,7 +168,7 @@ class PostgresChatStore:
             return result.first() is not None
 
     async def load_window(self, chat: Chat, max_rows: int, budget_tokens: int) -> Window:
-        async with self._engine.connect() as conn:
+        async with self._db.connect() as conn:
             return await read_window(conn, chat, max_rows, budget_tokens)
 
     async def list_messages(
@@ -177,7 +179,7 @@ class PostgresChatStore:
         params: dict[str, Any] = {
             "chat": chat_id, "t": tenant_id, "limit": limit + 1, "before": before, "after": after,
         }
-        async with self._engine.connect() as conn:
+        async with self._db.connect() as conn:
             rows = (await conn.execute(text(sql), params)).mappings().all()
             if not rows:
                 exists = await conn.execute(
@@ -193,7 +195,7 @@ class PostgresChatStore:
     async def append_summary(
         self, tenant_id: str, chat_id: uuid.UUID, content: str, meta: dict[str, Any]
     ) -> Message | None:
-        async with self._engine.begin() as conn:
+        async with self._db.connect() as conn:
             row = (
                 await conn.execute(
                     text(f"""
