@@ -149,3 +149,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(chats.router)
     app.include_router(messages.router)
     return app
+
+
+def app_from_env() -> FastAPI:
+    """The app of one worker process of `jin serve --workers N` (uvicorn's factory)."""
+    return create_app(Settings())

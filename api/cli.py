@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -36,11 +37,16 @@ def _serve(args: argparse.Namespace) -> int:
     url = _database_url(settings)
     migrate(url)
     settings = settings.model_copy(update={**overrides, "database_url": url})
-    app = create_app(settings)
-    uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level=settings.log_level,
-        timeout_graceful_shutdown=10,
-    )
+    common: dict[str, Any] = {
+        "host": settings.host, "port": settings.port, "log_level": settings.log_level,
+        "timeout_graceful_shutdown": 10,
+    }
+    if args.workers > 1:
+        # Worker processes build their app from the environment; hand them the resolved URL.
+        os.environ["JIN_DATABASE_URL"] = url
+        uvicorn.run("api.app:app_from_env", factory=True, workers=args.workers, **common)
+    else:
+        uvicorn.run(create_app(settings), **common)
     return 0
 
 
@@ -116,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="migrate, then serve the API (embedded defaults)")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     serve.set_defaults(func=_serve)
 
     migrate = sub.add_parser("migrate", help="alembic upgrade head (or --downgrade REV)")

@@ -75,9 +75,12 @@ def fake_model(stack: ExitStack, chunks: int = 1) -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def jin_worker(stack: ExitStack, database_url: str, model_url: str, **env: str) -> str:
+def jin_worker(
+    stack: ExitStack, database_url: str, model_url: str, workers: int = 1, **env: str
+) -> str:
     port = free_port()
-    spawn(stack, ["-m", "api.cli", "serve", "--port", str(port)], {
+    args = ["-m", "api.cli", "serve", "--port", str(port), "--workers", str(workers)]
+    spawn(stack, args, {
         "DATABASE_URL": database_url, "JIN_BRAIN_URL": model_url, "JIN_HELPER_URL": model_url,
         "JIN_LOG_LEVEL": "warning", **env,
     }, f"http://127.0.0.1:{port}|/readyz")

@@ -143,9 +143,20 @@ async def run(args: argparse.Namespace, db_url: str, jin_url: str) -> None:
             )
             print(f"  {size:>7,}: {r['median'] / base:4.2f}x{peer_txt}")
         c = await concurrent(client, engine, args.concurrency, args.seconds)
-        print(f"\n{args.concurrency} concurrent chats for {args.seconds:.0f} s: "
+        print(f"\n{args.concurrency} concurrent chats, 1 worker process, {args.seconds:.0f} s: "
               f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
               f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms   peer: {PEER_STEPS_PER_S} steps/s")
+    await engine.dispose()
+
+
+async def run_throughput(args: argparse.Namespace, db_url: str, jin_url: str, workers: int) -> None:
+    engine = create_engine(db_url, pool_size=4)
+    limits = httpx.Limits(max_connections=args.concurrency + 4)
+    async with httpx.AsyncClient(base_url=jin_url, timeout=60, limits=limits) as client:
+        c = await concurrent(client, engine, args.concurrency, args.seconds)
+    print(f"{args.concurrency} concurrent chats, {workers} worker processes, {args.seconds:.0f} s: "
+          f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
+          f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms")
     await engine.dispose()
 
 
@@ -161,6 +172,10 @@ def main() -> None:
         jin_url = jin_worker(stack, db_url, model_url)
         print(f"jin worker {jin_url}, fake model {model_url}, one process each, loopback\n")
         asyncio.run(run(args, db_url, jin_url))
+        # Workers are stateless: the same benchmark against `jin serve --workers 2` (this
+        # machine has 2 cores, shared with Postgres, the fake model and this client).
+        jin2 = jin_worker(stack, db_url, model_url, workers=2)
+        asyncio.run(run_throughput(args, db_url, jin2, 2))
 
 
 if __name__ == "__main__":
