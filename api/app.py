@@ -6,7 +6,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import httpx
@@ -89,7 +89,7 @@ class _BodyLimit:
         await self.app(scope, receive, send)
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None) -> FastAPI:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (jin serve resolves it)")
 
@@ -139,6 +139,8 @@ def create_app(settings: Settings) -> FastAPI:
             await engine.dispose()
             if embedded is not None:
                 embedded.stop()
+            if on_shutdown is not None:
+                on_shutdown()
 
     app = FastAPI(title="jin", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings

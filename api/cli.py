@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from api.settings import Settings
@@ -14,12 +15,14 @@ from api.settings import Settings
 DIM, RESET, BOLD = "\x1b[2m", "\x1b[0m", "\x1b[1m"
 
 
-def _database_url(settings: Settings) -> str:
+def _database(settings: Settings) -> tuple[str, Callable[[], None] | None]:
+    """The configured database, or the embedded one with the function that stops it."""
     if settings.database_url:
-        return settings.database_url
+        return settings.database_url, None
     from api.database import start_embedded
 
-    return start_embedded(settings.data_dir)
+    embedded = start_embedded(settings.data_dir)
+    return embedded.url, embedded.stop
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -34,7 +37,7 @@ def _serve(args: argparse.Namespace) -> int:
         overrides["host"] = args.host
     if args.port is not None:
         overrides["port"] = args.port
-    url = _database_url(settings)
+    url, stop_database = _database(settings)
     migrate(url)
     settings = settings.model_copy(update={**overrides, "database_url": url})
     common: dict[str, Any] = {
@@ -44,20 +47,28 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers > 1:
         # Worker processes build their app from the environment; hand them the resolved URL.
         os.environ["JIN_DATABASE_URL"] = url
-        uvicorn.run("api.app:app_from_env", factory=True, workers=args.workers, **common)
+        try:
+            uvicorn.run("api.app:app_from_env", factory=True, workers=args.workers, **common)
+        finally:
+            if stop_database is not None:
+                stop_database()
     else:
-        uvicorn.run(create_app(settings), **common)
+        uvicorn.run(create_app(settings, on_shutdown=stop_database), **common)
     return 0
 
 
 def _migrate(args: argparse.Namespace) -> int:
     from api.database import downgrade, migrate
 
-    url = _database_url(Settings())
-    if args.downgrade:
-        downgrade(url, args.downgrade)
-    else:
-        migrate(url, args.revision)
+    url, stop_database = _database(Settings())
+    try:
+        if args.downgrade:
+            downgrade(url, args.downgrade)
+        else:
+            migrate(url, args.revision)
+    finally:
+        if stop_database is not None:
+            stop_database()
     return 0
 
 

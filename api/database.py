@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import make_url
@@ -21,11 +24,18 @@ def async_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> str:
-    """Start (or reuse) the embedded PostgreSQL with pgvector; returns its URL.
+@dataclass(frozen=True)
+class EmbeddedPostgres:
+    url: str
+    stop: Callable[[], None]
 
-    The server listens on a unix socket inside the data dir. With cleanup_mode "stop" it stops
-    when the last process that uses it exits.
+
+def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> EmbeddedPostgres:
+    """Start (or reuse) the embedded PostgreSQL with pgvector, on a unix socket in the data dir.
+
+    `stop()` stops it unless another live process still uses it. uvicorn re-raises SIGINT and
+    SIGTERM after its shutdown, so pgserver's own atexit hook never runs under `jin serve`: the
+    app's lifespan calls `stop()` instead.
     """
     import pgserver  # imported here: only the embedded mode needs it
 
@@ -36,7 +46,26 @@ def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> str:
         server.psql(f"CREATE DATABASE {EMBEDDED_DB};")
     base = make_url(server.get_uri())
     log.info("embedded PostgreSQL running in %s", data_dir / "pg")
-    return base.set(database=EMBEDDED_DB).render_as_string(hide_password=False)
+
+    def stop() -> None:
+        users = server.global_process_id_list  # pids of the processes that use this server
+        for pid in users.get():
+            if pid != os.getpid() and not _alive(pid):
+                users.get_and_remove(pid)  # a user that was killed never said goodbye
+        server.cleanup()
+
+    url = base.set(database=EMBEDDED_DB).render_as_string(hide_password=False)
+    return EmbeddedPostgres(url, stop)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def create_engine(url: str, *, pool_size: int = 20) -> AsyncEngine:
