@@ -68,10 +68,11 @@ def spawn(stack: ExitStack, args: list[str], env: dict[str, str], ready: str) ->
     return proc
 
 
-def fake_model(stack: ExitStack, chunks: int = 1) -> str:
+def fake_model(stack: ExitStack, chunks: int = 1, chunk_delay: float = 0.0) -> str:
     port = free_port()
-    spawn(stack, ["-m", "llm.testing", "--port", str(port), "--chunks", str(chunks)], {},
-          f"http://127.0.0.1:{port}|/v1/models")
+    args = ["-m", "llm.testing", "--port", str(port), "--chunks", str(chunks),
+            "--chunk-delay", str(chunk_delay)]
+    spawn(stack, args, {}, f"http://127.0.0.1:{port}|/v1/models")
     return f"http://127.0.0.1:{port}/v1"
 
 

@@ -84,9 +84,13 @@ def embed_text(text: str, dim: int) -> list[float]:
 
 
 class FakeOpenAIServer:
-    def __init__(self, *, strict: bool = False, echo_chunks: int = 1, embed_dim: int = 384) -> None:
+    def __init__(
+        self, *, strict: bool = False, echo_chunks: int = 1, echo_chunk_delay: float = 0.0,
+        embed_dim: int = 384,
+    ) -> None:
         self.strict = strict
         self.echo_chunks = echo_chunks
+        self.echo_chunk_delay = echo_chunk_delay
         self.embed_dim = embed_dim
         self.script: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
@@ -117,8 +121,11 @@ class FakeOpenAIServer:
             return None
         text = f"echo: {_last_user(body.get('messages', []))}"
         n = max(1, self.echo_chunks)
+        if len(text) < n:
+            text = (text + " ") * math.ceil(n / (len(text) + 1))
         size = max(1, math.ceil(len(text) / n))
-        return Reply([text[i : i + size] for i in range(0, len(text), size)])
+        chunks = [text[i : i + size] for i in range(0, len(text), size)]
+        return Reply(chunks, chunk_delay=self.echo_chunk_delay)
 
     async def _completions(self, request: Request) -> Response:
         body = await request.json()
@@ -217,10 +224,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="jin's fake OpenAI-compatible server (echo)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--chunks", type=int, default=1, help="chunks per echoed answer")
+    parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between chunks")
     args = parser.parse_args()
     import uvicorn
 
-    server = FakeOpenAIServer(echo_chunks=args.chunks)
+    server = FakeOpenAIServer(echo_chunks=args.chunks, echo_chunk_delay=args.chunk_delay)
     uvicorn.run(server.app, host="127.0.0.1", port=args.port, log_level="warning",
                 lifespan="off")
 
