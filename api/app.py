@@ -19,6 +19,7 @@ from api.database import create_engine
 from api.routes import chats, health, messages
 from api.runtime import Runtime
 from api.settings import Settings
+from chat.abort_channel import AbortListener
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from llm.embedded import EmbeddedChatServer
@@ -127,14 +128,18 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             counter=TiktokenCounter(),
             config=_step_config(settings, brain.context_window),
         )
-        app.state.runtime = Runtime(
+        runtime = Runtime(
             engine=engine, http=http, deps=deps,
             providers={"brain": brain, "helper": helper, "embedder": embedder},
         )
+        app.state.runtime = runtime
+        listener = AbortListener(settings.database_url or "", runtime.abort_local)
+        await listener.start()
         try:
             yield
         finally:
-            await app.state.runtime.drain()
+            await listener.stop()
+            await runtime.drain()
             await http.aclose()
             await engine.dispose()
             if embedded is not None:

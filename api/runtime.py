@@ -30,22 +30,28 @@ class Runtime:
     deps: StepDeps
     providers: dict[str, ProviderConfig | dict[str, Any]]
     tenant_id: str = "default"
-    running: dict[uuid.UUID, AbortSignal] = field(default_factory=dict)
+    running: dict[uuid.UUID, AbortSignal] = field(default_factory=dict)  # by step id
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
+    def abort_local(self, step_id: uuid.UUID) -> None:
+        """An abort for a step: acted on if this worker runs it (from the route or a NOTIFY)."""
+        signal = self.running.get(step_id)
+        if signal is not None:
+            signal.set("aborted")
+
     def launch(
-        self, chat_id: uuid.UUID, events: AsyncIterator[StepEvent], abort: AbortSignal
+        self, step_id: uuid.UUID, events: AsyncIterator[StepEvent], abort: AbortSignal
     ) -> asyncio.Queue[StepEvent | None]:
         """Run a step in its own task, so a client that goes away cannot cut a write short."""
         queue: asyncio.Queue[StepEvent | None] = asyncio.Queue()
-        self.running[chat_id] = abort
-        task = asyncio.create_task(self._drive(chat_id, events, queue, abort))
+        self.running[step_id] = abort
+        task = asyncio.create_task(self._drive(step_id, events, queue, abort))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return queue
 
     async def _drive(
-        self, chat_id: uuid.UUID, events: AsyncIterator[StepEvent],
+        self, step_id: uuid.UUID, events: AsyncIterator[StepEvent],
         queue: asyncio.Queue[StepEvent | None], abort: AbortSignal,
     ) -> None:
         try:
@@ -55,8 +61,7 @@ class Runtime:
             log.exception("step failed unexpectedly")
             queue.put_nowait(MessageError(None, "internal_error", f"{type(exc).__name__}: {exc}"))
         finally:
-            if self.running.get(chat_id) is abort:
-                del self.running[chat_id]
+            self.running.pop(step_id, None)
             queue.put_nowait(None)
 
     async def drain(self, grace: float = 30.0) -> None:

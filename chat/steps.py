@@ -206,10 +206,13 @@ class PostgresStepStore:
             row = (
                 await conn.execute(
                     text("""
-                    UPDATE steps SET abort_requested = true
-                    WHERE chat_id = :chat AND status = 'running'
-                      AND EXISTS (SELECT 1 FROM chats WHERE id = :chat AND tenant_id = :t)
-                    RETURNING id"""),
+                    WITH s AS (
+                        UPDATE steps SET abort_requested = true
+                        WHERE chat_id = :chat AND status = 'running'
+                          AND EXISTS (SELECT 1 FROM chats WHERE id = :chat AND tenant_id = :t)
+                        RETURNING id
+                    )
+                    SELECT id, pg_notify('jin_abort', id::text) FROM s"""),
                     {"chat": chat_id, "t": tenant_id},
                 )
             ).first()

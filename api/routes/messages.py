@@ -48,7 +48,7 @@ async def post_message(
         return JSONResponse(result.json())
 
     abort = AbortSignal()
-    queue = runtime.launch(chat_id, run_step(runtime.deps, started, abort), abort)
+    queue = runtime.launch(started.begun.step_id, run_step(runtime.deps, started, abort), abort)
 
     if _wants_sse(request):
         async def stream() -> AsyncIterator[bytes]:
@@ -104,7 +104,6 @@ async def abort(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> d
     if await runtime.deps.chats.get_chat(tenant, chat_id) is None:
         raise Problem(404, "chat_not_found", f"chat {chat_id} does not exist")
     step_id = await runtime.deps.steps.request_abort(tenant, chat_id)
-    local = runtime.running.get(chat_id)
-    if local is not None:
-        local.set("aborted")
+    if step_id is not None:
+        runtime.abort_local(step_id)  # other workers hear it through Postgres
     return {"aborted": step_id is not None, "step_id": str(step_id) if step_id else None}
