@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from api.settings import Settings
 
 DIM, RESET, BOLD = "\x1b[2m", "\x1b[0m", "\x1b[1m"
@@ -153,7 +155,13 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except ValidationError as exc:  # a bad JIN_* variable: say which, without a traceback
+        for error in exc.errors():
+            name = "JIN_" + "_".join(str(part) for part in error["loc"]).upper()
+            print(f"jin: {name}: {error['msg']}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

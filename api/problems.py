@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.errors import StepError
+
+log = logging.getLogger("jin.api")
 
 PROBLEM_TYPE = "application/problem+json"
 
@@ -65,6 +69,24 @@ def install(app: FastAPI) -> None:
             for e in exc.errors()
         ]
         return problem_response(422, "invalid_request", "the request is not valid", errors=errors)
+
+    @app.exception_handler(DBAPIError)
+    async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
+        if exc.connection_invalidated or isinstance(exc.orig, OSError | ConnectionError) or (
+            isinstance(exc, OperationalError | InterfaceError)
+        ):
+            log.warning("database unavailable: %s", type(exc.orig).__name__)
+            return problem_response(
+                503, "database_unavailable", "the database is not reachable; retry shortly",
+                headers={"Retry-After": "2"},
+            )
+        log.error("database error", exc_info=exc)
+        return problem_response(500, "internal_error", "the server failed to handle this request")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error", exc_info=exc)
+        return problem_response(500, "internal_error", "the server failed to handle this request")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -45,6 +45,7 @@ class Settings(BaseSettings):
     embedder_url: str | None = None
     embedder_model: str | None = None
     embedder_api_key: str | None = None
+    embedder_context_window: int | None = Field(default=None, gt=0)
     embedded_model_threads: int = Field(default=1, ge=1)
     embedded_context_window: int = Field(default=8192, gt=0)
 

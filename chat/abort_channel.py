@@ -36,7 +36,11 @@ class AbortListener:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self._connect()
+        """Listen; if Postgres is not there yet, keep trying in the background."""
+        try:
+            await self._connect()
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("abort listener cannot connect yet: %s", exc)
         self._task = asyncio.create_task(self._watch())
 
     async def stop(self) -> None:

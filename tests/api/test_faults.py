@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
@@ -166,3 +168,20 @@ async def test_abort_stops_the_running_stream(
     assert dict(events)["step_end"]["status"] == "interrupted"
     answer = (await history(client, chat_id))[-1]
     assert answer["status"] == "interrupted" and answer["content"].startswith("w0 w1")
+
+
+async def test_abort_flag_alone_stops_the_stream_when_no_notification_arrives(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
+) -> None:
+    """The flag in Postgres is the record: a worker that missed the NOTIFY still stops."""
+    chat_id = await new_chat(client)
+    model.push(Reply([f"w{i} " for i in range(500)], chunk_delay=0.02))
+    task = asyncio.create_task(stream_step(client, chat_id, "go"))
+    await asyncio.sleep(0.3)
+    async with engine.begin() as conn:  # what another worker's abort writes, minus the NOTIFY
+        flagged = await conn.execute(text(
+            "UPDATE steps SET abort_requested = true WHERE chat_id = :c AND status = 'running'"
+        ), {"c": uuid.UUID(chat_id)})
+        assert flagged.rowcount == 1
+    events = await asyncio.wait_for(task, 5)
+    assert dict(events)["step_end"]["status"] == "interrupted"
