@@ -9,7 +9,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-import httpx
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -24,7 +23,7 @@ from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from llm.embedded import EmbeddedChatServer
 from llm.onnx_embedder import MODEL_NAME as EMBEDDED_EMBEDDER
-from llm.openai import OpenAIChatModel
+from llm.openai import OpenAIChatModel, new_session
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
 from orchestrator.step import StepConfig, StepDeps
@@ -116,11 +115,10 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         log.info("helper: %s at %s", helper.model, helper.base_url)
 
         engine = create_engine(settings.database_url or "")
-        timeout = httpx.Timeout(
-            connect=settings.provider_connect_timeout, read=settings.provider_read_timeout,
-            write=settings.provider_read_timeout, pool=settings.provider_connect_timeout,
+        http = new_session(
+            connect_timeout=settings.provider_connect_timeout,
+            read_timeout=settings.provider_read_timeout,
         )
-        http = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=500))
         deps = StepDeps(
             chats=PostgresChatStore(engine),
             steps=PostgresStepStore(engine),
@@ -140,7 +138,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         finally:
             await listener.stop()
             await runtime.drain()
-            await http.aclose()
+            await http.close()
             await engine.dispose()
             if embedded is not None:
                 embedded.stop()

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llm.types import ProviderConfig
@@ -26,7 +26,7 @@ log = logging.getLogger("jin.runtime")
 @dataclass
 class Runtime:
     engine: AsyncEngine
-    http: httpx.AsyncClient
+    http: aiohttp.ClientSession
     deps: StepDeps
     providers: dict[str, ProviderConfig | dict[str, Any]]
     tenant_id: str = "default"

@@ -21,7 +21,7 @@ import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
+import aiohttp
 from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -40,11 +40,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def make_chats(client: httpx.AsyncClient, engine, n_chats: int, size: int) -> list[str]:
+async def make_chats(client: aiohttp.ClientSession, engine, n_chats: int, size: int) -> list[str]:
     ids = []
     for _ in range(n_chats):
-        r = await client.post("/v1/chats", json={"user_id": "bench", "system_prompt": "Be brief."})
-        ids.append(r.json()["id"])
+        async with client.post(
+            "/v1/chats", json={"user_id": "bench", "system_prompt": "Be brief."}
+        ) as r:
+            ids.append((await r.json())["id"])
         if size:
             await seed_history(engine, uuid.UUID(ids[-1]), size)
     return ids
@@ -55,6 +57,12 @@ async def make_chats(client: httpx.AsyncClient, engine, n_chats: int, size: int)
 FILLER = " ".join(f"lorem{i % 17}" for i in range(30))
 
 
+def client_session(base_url: str) -> aiohttp.ClientSession:
+    # aiohttp: the load generator shares the machine's 2 cores with what it measures, and costs
+    # a tenth of the CPU of httpx per request.
+    return aiohttp.ClientSession(base_url, timeout=aiohttp.ClientTimeout(total=60))
+
+
 async def settle(engine) -> None:
     """Vacuum and checkpoint after seeding, so autovacuum does not run during the measurement."""
     auto = engine.execution_options(isolation_level="AUTOCOMMIT")
@@ -63,18 +71,19 @@ async def settle(engine) -> None:
         await conn.execute(text("CHECKPOINT"))
 
 
-async def step(client: httpx.AsyncClient, chat_id: str, i: int) -> tuple[float, float]:
+async def step(client: aiohttp.ClientSession, chat_id: str, i: int) -> tuple[float, float]:
     t0 = time.perf_counter()
-    r = await client.post(
+    async with client.post(
         f"/v1/chats/{chat_id}/messages", json={"content": f"question {i} {FILLER}"}
-    )
+    ) as r:
+        body = await r.json()
+        timing = r.headers["server-timing"]
     client_ms = (time.perf_counter() - t0) * 1000
-    body = r.json()
-    if r.status_code != 200 or body.get("status") != "complete":
-        raise RuntimeError(f"step failed: {r.status_code} {body}")
+    if r.status != 200 or body.get("status") != "complete":
+        raise RuntimeError(f"step failed: {r.status} {body}")
     # The worker's whole time on the request (routing, validation, JSON included), less the
     # time spent waiting on the model.
-    app_ms = float(r.headers["server-timing"].partition("dur=")[2])
+    app_ms = float(timing.partition("dur=")[2])
     return app_ms - body["timings"]["model_ms"], client_ms
 
 
@@ -126,8 +135,7 @@ async def concurrent(client, engine, n: int, seconds: float) -> dict[str, float]
 
 async def run(args: argparse.Namespace, db_url: str, jin_url: str) -> None:
     engine = create_engine(db_url, pool_size=4)
-    limits = httpx.Limits(max_connections=args.concurrency + 4)
-    async with httpx.AsyncClient(base_url=jin_url, timeout=60, limits=limits) as client:
+    async with client_session(jin_url) as client:
         results = await sequential(client, engine, (10, 1_000, 100_000), args.steps)
         for size, r in results.items():
             print(f"history {size:>7,} msgs ({r['chats']:>3} chats): overhead median "
@@ -151,8 +159,7 @@ async def run(args: argparse.Namespace, db_url: str, jin_url: str) -> None:
 
 async def run_throughput(args: argparse.Namespace, db_url: str, jin_url: str, workers: int) -> None:
     engine = create_engine(db_url, pool_size=4)
-    limits = httpx.Limits(max_connections=args.concurrency + 4)
-    async with httpx.AsyncClient(base_url=jin_url, timeout=60, limits=limits) as client:
+    async with client_session(jin_url) as client:
         c = await concurrent(client, engine, args.concurrency, args.seconds)
     print(f"{args.concurrency} concurrent chats, {workers} worker processes, {args.seconds:.0f} s: "
           f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "

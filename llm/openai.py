@@ -1,12 +1,18 @@
-"""httpx adapter for any OpenAI-compatible server (`/chat/completions`, `/models`)."""
+"""Adapter for any OpenAI-compatible server (`/chat/completions`, `/models`), over aiohttp.
+
+aiohttp rather than httpx here: relaying streams is what a worker spends its CPU on, and at 32
+concurrent streams httpx cost 1.7 ms of CPU per request against 0.16 ms for aiohttp (measured on
+this project's fake server; bench/README.md). httpx stays for the terminal client and the tests.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import aiohttp
 
 from llm.errors import (
     LLMError,
@@ -19,6 +25,20 @@ from llm.errors import (
 from llm.sse import DONE, SSEDecoder, ThinkSplitter, chunk_deltas
 from llm.types import CompletionRequest, Delta, Finish, ProviderConfig
 
+# Exceptions of the transport that become LLMError; anything else is a bug and propagates.
+TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ValueError)
+
+
+def new_session(*, connect_timeout: float, read_timeout: float) -> aiohttp.ClientSession:
+    """The one session a worker shares for all model calls; the read timeout is per chunk."""
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout, sock_read=read_timeout
+        ),
+        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30),
+        read_bufsize=1 << 20,  # SSE lines up to 2 MiB (aiohttp allows twice the buffer)
+    )
+
 
 def _headers(config: ProviderConfig) -> dict[str, str]:
     headers = {"Accept": "text/event-stream"}
@@ -27,22 +47,24 @@ def _headers(config: ProviderConfig) -> dict[str, str]:
     return headers
 
 
-def _vendor_error(exc: httpx.HTTPError) -> LLMError:
-    if isinstance(exc, httpx.TimeoutException):
+def _vendor_error(exc: BaseException) -> LLMError:
+    if isinstance(exc, asyncio.TimeoutError):  # includes aiohttp.ServerTimeoutError
         return ProviderTimeout(f"provider timed out: {type(exc).__name__}")
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, aiohttp.ClientConnectorError):
         return ProviderUnreachable(f"provider unreachable: {exc}")
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
         return ProviderDisconnected(f"provider closed the stream: {exc}")
+    if isinstance(exc, ValueError):  # aiohttp: a line longer than the read buffer allows
+        return MalformedStream(f"provider sent an oversized line: {exc}")
     return LLMError(f"provider call failed: {type(exc).__name__}: {exc}")
 
 
 class OpenAIChatModel:
-    """ChatModel over HTTP. One shared httpx.AsyncClient; timeouts are the client's."""
+    """ChatModel over HTTP. One shared session; its timeouts apply."""
 
-    def __init__(self, config: ProviderConfig, client: httpx.AsyncClient) -> None:
+    def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
         self.config = config
-        self._client = client
+        self._session = session
 
     def _body(self, request: CompletionRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -60,24 +82,24 @@ class OpenAIChatModel:
     async def stream(self, request: CompletionRequest) -> AsyncIterator[Delta]:
         url = f"{self.config.base_url}/chat/completions"
         try:
-            async with self._client.stream(
-                "POST", url, json=self._body(request), headers=_headers(self.config)
+            async with self._session.post(
+                url, json=self._body(request), headers=_headers(self.config)
             ) as response:
-                if response.status_code >= 400:
-                    body = (await response.aread()).decode("utf-8", "replace")
-                    raise ProviderHTTPError(response.status_code, body)
+                if response.status >= 400:
+                    body = (await response.read()).decode("utf-8", "replace")
+                    raise ProviderHTTPError(response.status, body)
                 async for delta in self._deltas(response):
                     yield delta
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise _vendor_error(exc) from exc
 
-    async def _deltas(self, response: httpx.Response) -> AsyncIterator[Delta]:
+    async def _deltas(self, response: aiohttp.ClientResponse) -> AsyncIterator[Delta]:
         decoder, splitter = SSEDecoder(), ThinkSplitter()
         reason: str | None = None
         usage: dict[str, Any] = {}
         done = False
-        async for line in response.aiter_lines():
-            data = decoder.feed(line)
+        async for raw in response.content:
+            data = decoder.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
             if data is None or done:
                 continue  # read to the end, so the connection goes back to the pool
             if data.strip() == DONE:
@@ -101,15 +123,15 @@ class OpenAIChatModel:
     async def list_models(self) -> list[dict[str, Any]]:
         """The server's `/models` entries (used for the status page and context windows)."""
         try:
-            response = await self._client.get(
+            async with self._session.get(
                 f"{self.config.base_url}/models", headers=_headers(self.config)
-            )
-        except httpx.HTTPError as exc:
+            ) as response:
+                if response.status >= 400:
+                    raise ProviderHTTPError(response.status, await response.text())
+                payload = await response.json(content_type=None)
+        except TRANSPORT_ERRORS as exc:
             raise _vendor_error(exc) from exc
-        if response.status_code >= 400:
-            raise ProviderHTTPError(response.status_code, response.text)
-        try:
-            data = response.json().get("data", [])
-        except (json.JSONDecodeError, AttributeError) as exc:
-            raise MalformedStream("`/models` did not answer a JSON object") from exc
+        except json.JSONDecodeError as exc:
+            raise MalformedStream("`/models` did not answer JSON") from exc
+        data = payload.get("data", []) if isinstance(payload, dict) else []
         return [m for m in data if isinstance(m, dict)]
