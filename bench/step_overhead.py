@@ -113,6 +113,27 @@ async def sequential(client, engine, sizes: tuple[int, ...], steps: int) -> dict
     }
 
 
+async def history_pages(client: aiohttp.ClientSession, engine) -> None:
+    """Keyset pages of 200 rows from the start, the middle and the end of a history."""
+    print("\nhistory pages of 200 rows (client round trip, median of 50):")
+    for size in (1_000, 100_000):
+        chat_id = (await make_chats(client, engine, 1, size))[0]
+        gap = 1024  # chat.types.POSITION_GAP
+        for label, query in [
+            ("first page", "limit=200"),
+            ("middle", f"limit=200&after={size // 2 * gap}"),
+            ("last page", f"limit=200&before={(size + 1) * gap}"),
+        ]:
+            times = []
+            for _ in range(50):
+                t0 = time.perf_counter()
+                async with client.get(f"/v1/chats/{chat_id}/messages?{query}") as r:
+                    rows = (await r.json())["messages"]
+                times.append((time.perf_counter() - t0) * 1000)
+            assert len(rows) == 200
+            print(f"  {size:>7,} msgs, {label:>10}: {statistics.median(times):5.2f} ms")
+
+
 async def concurrent(client, engine, n: int, seconds: float) -> dict[str, float]:
     chats = await make_chats(client, engine, n, 10)
     await settle(engine)
@@ -150,6 +171,7 @@ async def run(args: argparse.Namespace, db_url: str, jin_url: str) -> None:
                 if peer else ""
             )
             print(f"  {size:>7,}: {r['median'] / base:4.2f}x{peer_txt}")
+        await history_pages(client, engine)
         c = await concurrent(client, engine, args.concurrency, args.seconds)
         print(f"\n{args.concurrency} concurrent chats, 1 worker process, {args.seconds:.0f} s: "
               f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
