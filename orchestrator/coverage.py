@@ -1,0 +1,108 @@
+"""Verifying a summary without a model: the checkable items of a span must survive. Pure.
+
+Items are numbers, dates, URLs, e-mail addresses, identifiers, quoted strings, names and open
+questions. An item is covered when its text appears (case-insensitively, spacing ignored) in the
+summary or in the durable facts written for the span. Lines holding uncovered items are kept
+verbatim in the summary.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+URL = re.compile(r"https?://[^\s<>\"')\]]+")
+EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+DATE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|"
+    r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.? \d{1,2}(?:, \d{4})?\b"
+)
+QUOTED = re.compile(r"\"([^\"\n]{2,80})\"|“([^”\n]{2,80})”")
+IDENTIFIER = re.compile(
+    r"\b[A-Za-z]+[-_][A-Za-z0-9_-]*\d[A-Za-z0-9_-]*\b"  # ABC-123, build_42
+    r"|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b"  # camelCase
+    r"|\b[a-z0-9]+(?:_[a-z0-9]+)+\b"  # snake_case
+    r"|\b[0-9a-f]{8,}\b"  # hashes, ids
+)
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:\s?%)?(?![\w.])")
+NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+(?: [A-Z][a-z]+)*")
+QUESTION = re.compile(r"[^.!?\n]*\?")
+
+KINDS = ("url", "email", "date", "quoted", "identifier", "number", "name", "question")
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: str
+    text: str
+    line: str  # the line it came from, kept verbatim if the item is lost
+
+
+@dataclass(frozen=True)
+class Report:
+    total: int
+    covered: int
+    missing: list[Item] = field(default_factory=list)
+
+    @property
+    def coverage(self) -> float:
+        return 1.0 if self.total == 0 else self.covered / self.total
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "items": self.total,
+            "covered": self.covered,
+            "coverage": round(self.coverage, 4),
+            "missing": [{"kind": i.kind, "text": i.text} for i in self.missing[:50]],
+        }
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def extract(text: str) -> list[Item]:
+    """The checkable items of a text, each once, in order of appearance."""
+    items: list[Item] = []
+    seen: set[tuple[str, str]] = set()
+    for line in text.splitlines():
+        taken: list[tuple[int, int]] = []
+        for kind, pattern in (
+            ("url", URL), ("email", EMAIL), ("date", DATE), ("quoted", QUOTED),
+            ("identifier", IDENTIFIER), ("number", NUMBER), ("name", NAME),
+            ("question", QUESTION),
+        ):
+            for match in pattern.finditer(line):
+                start, end = match.span()
+                if kind != "question" and any(s <= start < e for s, e in taken):
+                    continue  # inside a URL, an e-mail, a date... already taken
+                value = next((g for g in match.groups() if g), None) or match.group(0)
+                value = value.strip().rstrip(".,;:")
+                if kind == "number" and len(value.strip("+-")) < 2:
+                    continue  # single digits are noise
+                if kind == "question" and len(value.split()) < 3:
+                    continue
+                taken.append((start, end))
+                key = (kind, _norm(value))
+                if value and key not in seen:
+                    seen.add(key)
+                    items.append(Item(kind, value, line.strip()))
+    return items
+
+
+def verify(items: list[Item], summary: str, memory: list[str]) -> Report:
+    haystack = _norm(summary + "\n" + "\n".join(memory))
+    missing = [i for i in items if _norm(i.text) not in haystack]
+    return Report(total=len(items), covered=len(items) - len(missing), missing=missing)
+
+
+def keep_missing(summary: str, report: Report) -> str:
+    """The summary with every line that held a lost item appended verbatim."""
+    lines: list[str] = []
+    for item in report.missing:
+        if item.line not in lines:
+            lines.append(item.line)
+    if not lines:
+        return summary
+    kept = "\n".join(f"- {line}" for line in lines)
+    return f"{summary.rstrip()}\n\n## Kept verbatim\n{kept}\n"

@@ -1,0 +1,45 @@
+"""Verification without a model: what a summary must keep, and what is put back when lost."""
+
+from __future__ import annotations
+
+from orchestrator.coverage import extract, keep_missing, verify
+
+SPAN = """user: Deploy build_42 to https://staging.example.com/app by 2026-03-14, ping ops@example.com.
+assistant: Done. The error rate fell to 0.3% and latency to 120 ms; ticket OPS-7781 is closed.
+user: My colleague Maria Lopez asked "can we keep the old banner" - what do you think?"""
+
+
+def kinds(items: list) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for item in items:
+        out.setdefault(item.kind, []).append(item.text)
+    return out
+
+
+def test_extract_finds_each_kind_of_item() -> None:
+    found = kinds(extract(SPAN))
+    assert found["url"] == ["https://staging.example.com/app"]
+    assert found["email"] == ["ops@example.com"]
+    assert found["date"] == ["2026-03-14"]
+    assert "build_42" in found["identifier"] and "OPS-7781" in found["identifier"]
+    assert "0.3%" in found["number"] and "120" in found["number"]
+    assert found["quoted"] == ["can we keep the old banner"]
+    assert "Maria Lopez" in found["name"]
+    assert any("what do you think?" in q for q in found["question"])
+
+
+def test_a_faithful_summary_covers_everything_and_a_lossy_one_is_repaired() -> None:
+    items = extract(SPAN)
+    lossy = "## Facts\n- build_42 deployed to https://staging.example.com/app"
+    report = verify(items, lossy, memory=["ops@example.com is the ops contact"])
+    assert 0 < report.coverage < 1
+    assert "ops@example.com" not in [i.text for i in report.missing]  # found in memory
+    repaired = keep_missing(lossy, report)
+    assert verify(items, repaired, memory=[]).coverage == 1.0
+    assert repaired.startswith(lossy) and "## Kept verbatim" in repaired
+
+
+def test_nothing_to_check_is_full_coverage() -> None:
+    report = verify(extract("ok, thanks"), "", [])
+    assert report.total == 0 and report.coverage == 1.0
+    assert keep_missing("summary", report) == "summary"
