@@ -45,8 +45,8 @@ class OpenStep:
     idempotency_key: str | None
     worker: str
     lease_ttl: float
-    tail_rows: int
-    tail_budget: Callable[[Chat], int]
+    window_rows: int
+    window_budget: Callable[[Chat], int]
 
 
 @dataclass(frozen=True)

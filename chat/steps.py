@@ -147,7 +147,7 @@ class PostgresStepStore:
                         await conn.execute(_RELEASE, params)  # a replay writes nothing new
                         return outcome
                 window = await read_window(
-                    conn, chat, request.tail_rows, request.tail_budget(chat)
+                    conn, chat, request.window_rows, request.window_budget(chat)
                 )
                 begun = await _begin(conn, request)
             except BaseException:

@@ -24,11 +24,16 @@ _VISIBLE = (
 # The window in one round trip: the latest summary row, then the rows after it that the tail
 # budget can take, found by a range scan of (chat_id, tokens_after), so the cost does not grow
 # with the length of the chat; then the rest of the current turn (from the last user message on)
-# if the budget left some of it out.
+# if the budget left some of it out; and, when a summary exists, the first exchange before it
+# (since the last "start over", which nothing before crosses).
 WINDOW_SQL = text(f"""
 WITH s AS (
     SELECT position FROM messages
     WHERE chat_id = :chat AND kind = 'summary' ORDER BY position DESC LIMIT 1
+), rs AS (
+    SELECT position FROM messages
+    WHERE chat_id = :chat AND kind = 'summary' AND meta ? 'reset'
+    ORDER BY position DESC LIMIT 1
 )
 (SELECT {MESSAGE_COLUMNS} FROM messages
   WHERE chat_id = :chat AND position = (SELECT position FROM s))
@@ -37,6 +42,12 @@ UNION ALL
   WHERE chat_id = :chat AND tokens_after > :threshold
     AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
   ORDER BY tokens_after DESC, position DESC LIMIT :limit)
+UNION ALL
+(SELECT {MESSAGE_COLUMNS} FROM messages
+  WHERE chat_id = :chat AND kind IN ('user', 'assistant') AND status = 'complete'
+    AND position < (SELECT position FROM s)
+    AND position > COALESCE((SELECT position FROM rs), -1)
+  ORDER BY position LIMIT 2)
 UNION ALL
 (SELECT {MESSAGE_COLUMNS} FROM messages
   WHERE chat_id = :chat AND tokens_after <= :threshold AND {_VISIBLE}
@@ -59,22 +70,18 @@ async def read_window(
             {"chat": chat.id, "limit": max_rows + 1, "threshold": chat.token_total - budget_tokens},
         )
     ).mappings().all()
-    summary = None
-    tail: list[Message] = []
-    for row in rows:
-        message = message_from_row(row)
-        if message.kind == "summary":
-            summary = message
-        else:
-            tail.append(message)
-    tail.sort(key=lambda m: m.position)
+    messages = [message_from_row(row) for row in rows]
+    summary = next((m for m in messages if m.kind == "summary"), None)
+    cut_at = summary.position if summary else -1
+    head = sorted((m for m in messages if m.position < cut_at), key=lambda m: m.position)
+    tail = sorted((m for m in messages if m.position > cut_at), key=lambda m: m.position)
     cut = len(tail) > max_rows
     tail = tail[-max_rows:] if cut else tail
     # Counted rows lie between the summary and the tail when the running total before the
     # oldest tail row is above the summary's.
     floor = summary.tokens_after if summary else 0
     more_before = cut or (bool(tail) and tail[0].tokens_after - _cost(tail[0]) > floor)
-    return Window(chat=chat, summary=summary, tail=tail, more_before=more_before)
+    return Window(chat=chat, summary=summary, tail=tail, more_before=more_before, head=head)
 
 
 def _cost(message: Message) -> int:

@@ -79,14 +79,16 @@ class Message:
 class Window:
     """What a step rehydrates: the chat, its latest summary row and the rows after it.
 
-    `tail` is oldest first and may be longer than the tail budget; the context engine cuts it.
-    `more_before` says that rows after the summary exist beyond what was read.
+    `tail` is oldest first: the newest rows that fit the window budget (the context engine
+    chooses among them). `more_before` says that rows after the summary exist beyond what was
+    read. `head` is the chat's first exchange when a summary has replaced it in the window.
     """
 
     chat: Chat
     summary: Message | None
     tail: list[Message]
     more_before: bool
+    head: list[Message] = field(default_factory=list)  # the first exchange, when summarised
 
 
 @dataclass(frozen=True)

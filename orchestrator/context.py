@@ -1,7 +1,11 @@
 """Prompt assembly: sections in a fixed order, each with its token count. Pure.
 
-    [system snapshot] [summary, fenced reference-only] [tail, verbatim]
-    [recalled memory, fenced <memory-context>] [new user message]
+    [system snapshot] [head: the first exchange, verbatim, once summarised]
+    [summary, fenced reference-only] [history: older rows after the pre-pass]
+    [tail, verbatim] [recalled memory, fenced <memory-context>] [new user message]
+
+The tail is the newest rows within the tail budget (the current turn always). Older rows of the
+window go through the cheap pre-pass and fill what the budget has left, newest first.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, Window
 from llm.ports import TokenCounter
 from llm.types import PromptMessage
+from orchestrator.prepass import prepass
 
 SUMMARY_TAG = "conversation-summary"
 MEMORY_TAG = "memory-context"
@@ -56,7 +61,7 @@ class Section:
 class PromptPlan:
     sections: list[Section]
     budget: Budget
-    left_out: int  # rows after the summary that did not fit the tail budget
+    left_out: int  # rows of the window that did not fit the budget
     more_before: bool  # rows beyond what was read exist too
 
     @property
@@ -145,34 +150,61 @@ def assemble(
     system = [PromptMessage("system", chat.system_prompt)] if chat.system_prompt else []
     sections.append(Section("system", system, _tokens(system, counter)))
 
+    summary_row = window.summary
+    reset = summary_row is not None and bool(summary_row.meta.get("reset"))
+    head_rows = [] if reset else window.head
+    sections.append(_rows_section("head", head_rows))
+
     summary: list[PromptMessage] = []
     summary_ids: list[str] = []
-    if window.summary is not None and window.summary.content.strip():
-        text = fence(SUMMARY_TAG, SUMMARY_PREAMBLE, window.summary.content)
+    if summary_row is not None and summary_row.content.strip():
+        text = fence(SUMMARY_TAG, SUMMARY_PREAMBLE, summary_row.content)
         summary = [PromptMessage("system", text)]
-        summary_ids = [str(window.summary.id)]
+        summary_ids = [str(summary_row.id)]
     sections.append(Section("summary", summary, _tokens(summary, counter), summary_ids))
-
-    tail = select_tail(window.tail, budget.tail_tokens)
-    tail_tokens = sum(_cost(m) for m in tail)
-    sections.append(
-        Section("tail", [_prompt_message(m) for m in tail], tail_tokens, [str(m.id) for m in tail])
-    )
 
     memory: list[PromptMessage] = []
     if recalled:
         memory = [PromptMessage("system", fence(MEMORY_TAG, MEMORY_PREAMBLE, "\n".join(recalled)))]
-    sections.append(Section("memory", memory, _tokens(memory, counter)))
-
     new = [PromptMessage("user", new_message)] if new_message is not None else []
-    sections.append(Section("new_message", new, _tokens(new, counter)))
 
+    tail = select_tail(window.tail, budget.tail_tokens)
+    older = prepass(window.tail, len(tail), counter)[: len(window.tail) - len(tail)]
+    fixed = sum(s.tokens for s in sections) + _tokens(memory, counter) + _tokens(new, counter)
+    room = budget.total - fixed - sum(_cost(m) for m in tail)
+    history = _fit_newest(older, room)
+
+    sections.append(_rows_section("history", history))
+    sections.append(_rows_section("tail", tail))
+    sections.append(Section("memory", memory, _tokens(memory, counter)))
+    sections.append(Section("new_message", new, _tokens(new, counter)))
     return PromptPlan(
         sections=sections,
         budget=budget,
-        left_out=len(window.tail) - len(tail),
+        left_out=len(older) - len(history),
         more_before=window.more_before,
     )
+
+
+def _rows_section(name: str, rows: list[Message]) -> Section:
+    return Section(
+        name,
+        [_prompt_message(m) for m in rows],
+        sum(_cost(m) for m in rows),
+        [str(m.id) for m in rows],
+    )
+
+
+def _fit_newest(rows: list[Message], room: int) -> list[Message]:
+    """The newest whole units of rows (a tool call with its results) that fit in room."""
+    kept: list[list[Message]] = []
+    for unit in reversed(_units(rows)):
+        cost = sum(_cost(m) for m in unit)
+        if cost > room:
+            break
+        kept.append(unit)
+        room -= cost
+    return [m for unit in reversed(kept) for m in unit]
 
 
 def _tokens(messages: list[PromptMessage], counter: TokenCounter) -> int:

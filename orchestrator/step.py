@@ -56,7 +56,7 @@ class StepConfig:
     abort_poll: float = 0.2
     partial_flush: float = 1.0
     worker_id: str = "worker"
-    tail_read_rows: int = 400
+    window_read_rows: int = 1000
 
 
 @dataclass
@@ -137,8 +137,8 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         idempotency_key=request.idempotency_key,
         worker=cfg.worker_id,
         lease_ttl=cfg.lease_ttl,
-        tail_rows=cfg.tail_read_rows,
-        tail_budget=lambda chat: budget_for(chat, cfg).tail_tokens,
+        window_rows=cfg.window_read_rows,
+        window_budget=lambda chat: budget_for(chat, cfg).total,
     )
     deadline = time.monotonic() + cfg.queue_wait
     delay, asked_abort = 0.01, False

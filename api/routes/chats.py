@@ -105,7 +105,7 @@ async def context(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) ->
     deps = runtime.deps
     chat = await _chat(runtime, tenant, chat_id)
     budget = budget_for(chat, deps.config)
-    window = await deps.chats.load_window(chat, deps.config.tail_read_rows, budget.tail_tokens)
+    window = await deps.chats.load_window(chat, deps.config.window_read_rows, budget.total)
     plan = assemble(window, None, budget, deps.counter)
     return {
         "chat_id": str(chat.id),

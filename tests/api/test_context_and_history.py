@@ -57,10 +57,12 @@ async def test_a_summary_row_written_straight_into_the_database_cuts_the_window(
     await stream_step(client, chat_id, "question 3")
     sent = model.requests[-1]["messages"]
     assert sent[0] == {"role": "system", "content": "You are terse."}
-    assert sent[1]["role"] == "system"
-    assert sent[1]["content"].startswith("<conversation-summary>\nReference only")
-    assert sent[1]["content"].count("</conversation-summary>") == 1  # the row cannot close it
-    assert [m["content"] for m in sent[2:]] == ["question 2", "answer 2", "question 3"]
+    # The first exchange stays verbatim, then the summary, then what follows it.
+    assert [m["content"] for m in sent[1:3]] == ["question 0", "answer 0"]
+    assert sent[3]["role"] == "system"
+    assert sent[3]["content"].startswith("<conversation-summary>\nReference only")
+    assert sent[3]["content"].count("</conversation-summary>") == 1  # the row cannot close it
+    assert [m["content"] for m in sent[4:]] == ["question 2", "answer 2", "question 3"]
     # The history still shows everything, the summary row right after the message it follows.
     kinds = [r["kind"] for r in await history(client, chat_id)]
     assert kinds == ["user", "assistant"] * 2 + ["summary"] + ["user", "assistant"] * 2
@@ -83,17 +85,27 @@ async def test_start_over_hides_the_past_from_the_model_not_from_the_history(
     assert len(await history(client, chat_id)) == 4 + 1 + 2
 
 
-async def test_tail_is_cut_by_its_token_budget(
+async def test_tail_is_cut_by_its_token_budget_and_older_rows_fill_the_rest(
     client: httpx.AsyncClient, model: FakeOpenAIServer
 ) -> None:
     chat_id = await new_chat(client, settings={"tail_budget_tokens": 40})
     await _turns(client, model, chat_id, 6)
     context = (await client.get(f"/v1/chats/{chat_id}/context")).json()
-    tail = next(s for s in context["sections"] if s["name"] == "tail")
-    assert tail["tokens"] <= 40
-    assert context["left_out"] > 0 and context["would_compact"] is True
+    sections = {s["name"]: s for s in context["sections"]}
+    assert sections["tail"]["tokens"] <= 40
+    assert sections["tail"]["messages"] + sections["history"]["messages"] == 12
+    assert context["left_out"] == 0 and context["would_compact"] is False
     # The newest rows are the ones kept, verbatim.
     assert context["messages"][-1] == {"role": "assistant", "content": "answer 5"}
+
+    small = await new_chat(client, settings={
+        "tail_budget_tokens": 40, "context_window": 1060, "max_answer_tokens": 1000})
+    await _turns(client, model, small, 6)
+    context = (await client.get(f"/v1/chats/{small}/context")).json()
+    assert context["total_tokens"] <= 60  # never over the budget
+    sections = {s["name"]: s for s in context["sections"]}
+    assert sections["tail"]["messages"] + sections["history"]["messages"] < 12
+    assert context["would_compact"] is True  # rows fell out of the window: compact
 
 
 async def test_history_pages_by_keyset_in_position_order(

@@ -43,8 +43,8 @@ def _open(chat: Chat, step_id: uuid.UUID, *, tenant: str = "tenant-a", ttl: floa
           content: str = "q", key: str | None = None) -> OpenStep:
     return OpenStep(
         tenant_id=tenant, chat_id=chat.id, step_id=step_id, content=content, token_count=1,
-        idempotency_key=key, worker="w", lease_ttl=ttl, tail_rows=100,
-        tail_budget=lambda _: 1000,
+        idempotency_key=key, worker="w", lease_ttl=ttl, window_rows=100,
+        window_budget=lambda _: 1000,
     )
 
 

@@ -57,7 +57,8 @@ def test_sections_come_in_the_designed_order_with_token_counts() -> None:
     summary = msg("summary", "they talked about cats")
     window = Window(CHAT, summary, [msg("user", "q"), msg("assistant", "a")], more_before=False)
     plan = assemble(window, "new", Budget(1000, 100, 500), counter, recalled=["likes tea"])
-    assert [s.name for s in plan.sections] == ["system", "summary", "tail", "memory", "new_message"]
+    assert [s.name for s in plan.sections] == [
+        "system", "head", "summary", "history", "tail", "memory", "new_message"]
     roles = [m.role for m in plan.messages]
     assert roles == ["system", "system", "user", "assistant", "system", "user"]
     assert plan.messages[1].content.startswith(f"<{SUMMARY_TAG}>")
@@ -80,5 +81,7 @@ def test_would_compact_when_over_trigger_or_rows_fall_out() -> None:
     assert not small.would_compact
     over = assemble(Window(CHAT, None, rows, False), "x", Budget(1000, 100, 5000), counter)
     assert over.would_compact  # 800+ tokens is over 75% of 900
-    cut = assemble(Window(CHAT, None, rows * 3, False), "x", Budget(100_000, 1000, 900), counter)
-    assert cut.left_out == 4 and cut.would_compact
+    cut = assemble(Window(CHAT, None, rows * 3, False), "x", Budget(2500, 100, 900), counter)
+    assert cut.total_tokens <= 2400
+    # 2 rows in the tail (808), 3 in history (1212), the oldest left out
+    assert cut.left_out == 1 and cut.would_compact

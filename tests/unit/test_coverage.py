@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from orchestrator.coverage import extract, keep_missing, verify
 
-SPAN = """user: Deploy build_42 to https://staging.example.com/app by 2026-03-14, ping ops@example.com.
+SPAN = """user: Deploy build_42 to https://staging.example.com/app by 2026-03-14.
+user: Ping ops@example.com.
 assistant: Done. The error rate fell to 0.3% and latency to 120 ms; ticket OPS-7781 is closed.
 user: My colleague Maria Lopez asked "can we keep the old banner" - what do you think?"""
 
