@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from chat.types import Chat, Message
 
 BusyPolicyIn = Literal["queue", "reject", "interrupt"]
 
 
+def _no_nul(value: str) -> str:
+    # Postgres text cannot hold NUL; say so as a 422 instead of failing on write.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL (\\u0000) characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+
+
 class ModelSettingsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: str | None = Field(default=None, max_length=200)
+    model: Text | None = Field(default=None, max_length=200)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_answer_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
     context_window: int | None = Field(default=None, gt=0, le=10_000_000)
@@ -25,9 +35,9 @@ class ModelSettingsIn(BaseModel):
 class CreateChat(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    user_id: str = Field(min_length=1, max_length=200)
-    title: str = Field(default="", max_length=500)
-    system_prompt: str = Field(default="", max_length=200_000)
+    user_id: Text = Field(min_length=1, max_length=200)
+    title: Text = Field(default="", max_length=500)
+    system_prompt: Text = Field(default="", max_length=200_000)
     settings: ModelSettingsIn = Field(default_factory=ModelSettingsIn)
     busy_policy: BusyPolicyIn = "queue"
 
@@ -35,18 +45,25 @@ class CreateChat(BaseModel):
 class UpdateChat(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str | None = Field(default=None, max_length=500)
-    system_prompt: str | None = Field(default=None, max_length=200_000)
+    title: Text | None = Field(default=None, max_length=500)
+    system_prompt: Text | None = Field(default=None, max_length=200_000)
     settings: ModelSettingsIn | None = None
     busy_policy: BusyPolicyIn | None = None
+
+    @model_validator(mode="after")
+    def _no_explicit_nulls(self) -> UpdateChat:
+        nulls = [n for n in self.model_fields_set if getattr(self, n) is None]
+        if nulls:
+            raise ValueError(f"{', '.join(sorted(nulls))} cannot be null; leave it out instead")
+        return self
 
 
 class PostMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # The size limit is the deployment's (413), checked by the step, not here (422).
-    content: str = Field(min_length=1)
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    content: Text = Field(min_length=1)
+    idempotency_key: Text | None = Field(default=None, min_length=1, max_length=200)
 
 
 def chat_json(chat: Chat) -> dict[str, Any]:

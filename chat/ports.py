@@ -25,6 +25,7 @@ class NewChat:
 class LeaseBusy:
     running_step_id: uuid.UUID | None
     busy_policy: BusyPolicy
+    running_key: str | None = None  # the idempotency key of the running step
     type: Literal["busy"] = "busy"
 
 
@@ -135,18 +136,19 @@ class StepStore(Protocol):
 
     async def heartbeat(
         self, chat_id: uuid.UUID, step: BegunStep, ttl: float | None,
-        partial: tuple[str, str] | None,
+        partial: tuple[str, str, int] | None,
     ) -> bool:
-        """True if abort was asked. Extends the lease when ttl is given; saves partial
-        (content, reasoning) when given."""
+        """True if the step must stop: abort asked, or its lease lost to another worker.
+        Extends the lease when ttl is given; saves partial (content, reasoning, tokens)."""
         ...
 
     async def finish(
         self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
         token_count: int, usage: dict[str, Any] | None, error_code: str | None,
         timings: dict[str, float],
-    ) -> None:
-        """Write the assistant message and the step's outcome, and release the lease, together."""
+    ) -> bool:
+        """Write the answer and the step's outcome and release the lease, together. False (and
+        nothing written) when the step was already declared dead by another worker."""
         ...
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:

@@ -46,16 +46,26 @@ RETURNING {", ".join("c." + col for col in CHAT_COLUMNS.split(", "))},
           prev.lease_step_id AS previous_step""")
 
 # A step whose lease ran out is dead: its placeholder becomes `interrupted`, keeping whatever
-# partial text it flushed, and the step too.
+# partial text it flushed (and its token count), counted into the chat's running total, and
+# the step too. Run before the window is read, so the next prompt shows that partial answer.
 _SWEEP = text("""
 WITH dead AS (
     UPDATE steps SET status = 'interrupted', finished_at = now(),
                      error_code = COALESCE(error_code, 'worker_lost')
-    WHERE chat_id = :chat AND status = 'running'
+    WHERE chat_id = :chat AND status = 'running' AND id <> :step
     RETURNING id
+), total AS (
+    SELECT token_total FROM chats WHERE id = :chat
+), m AS (
+    UPDATE messages
+    SET status = 'interrupted',
+        tokens_after = (SELECT token_total FROM total)
+                       + CASE WHEN content <> '' THEN token_count + :overhead ELSE 0 END
+    WHERE chat_id = :chat AND status = 'streaming' AND step_id IN (SELECT id FROM dead)
+    RETURNING CASE WHEN content <> '' THEN token_count + :overhead ELSE 0 END AS cost
 )
-UPDATE messages SET status = 'interrupted'
-WHERE chat_id = :chat AND status = 'streaming' AND step_id IN (SELECT id FROM dead)""")
+UPDATE chats SET token_total = token_total + COALESCE((SELECT sum(cost) FROM m), 0)
+WHERE id = :chat""")
 
 # Persist the turn: the user message and a streaming placeholder for the answer.
 _BEGIN = text("""
@@ -81,42 +91,59 @@ WITH pos AS (
 )
 SELECT pos.last_position, um.created_at FROM pos, um""")
 
+# Renewing reports a lost lease as an abort: another worker has taken the chat over.
 _RENEW = text("""
 WITH lease AS (
     UPDATE chats SET lease_expires_at = now() + make_interval(secs => :ttl)
     WHERE id = :chat AND lease_step_id = :step
+    RETURNING id
 )
-SELECT abort_requested FROM steps WHERE id = :step""")
+SELECT abort_requested OR status <> 'running' OR NOT EXISTS (SELECT 1 FROM lease)
+FROM steps WHERE id = :step""")
 
-_POLL = text("SELECT abort_requested FROM steps WHERE id = :step")
+_POLL = text("SELECT abort_requested OR status <> 'running' FROM steps WHERE id = :step")
 
 _RELEASE = text("""
 UPDATE chats SET lease_step_id = NULL, lease_expires_at = NULL
 WHERE id = :chat AND lease_step_id = :step""")
 
+_ABANDON = text("""
+WITH st AS (
+    UPDATE steps SET status = 'interrupted', error_code = 'cancelled', finished_at = now()
+    WHERE id = :step AND status = 'running'
+), m AS (
+    UPDATE messages SET status = 'interrupted' WHERE step_id = :step AND status = 'streaming'
+)
+UPDATE chats SET lease_step_id = NULL, lease_expires_at = NULL
+WHERE id = :chat AND lease_step_id = :step""")
+
 _FLUSH = text("""
-UPDATE messages SET content = :content, reasoning = :reasoning
+UPDATE messages SET content = :content, reasoning = :reasoning, token_count = :tokens
 WHERE id = :id AND status = 'streaming'""")
 
 # The answer, the step's outcome and the lease's release commit together. The answer is counted
-# into the chat's token_total only when a later prompt will show it (it has content).
+# into the chat's token_total only when a later prompt will show it (it has content). A step
+# that was declared dead meanwhile (its lease expired and another worker swept it) writes
+# nothing: what it had flushed stands, and the running total stays in position order.
 _FINISH = text("""
-WITH c AS (
+WITH st AS (
+    UPDATE steps SET status = :step_status, error_code = :error,
+                     timings = CAST(:timings AS jsonb), finished_at = now()
+    WHERE id = :step AND status = 'running'
+    RETURNING id
+), c AS (
     UPDATE chats SET
-        token_total = token_total + :cost,
+        token_total = token_total + CASE WHEN EXISTS (SELECT 1 FROM st) THEN :cost ELSE 0 END,
         lease_expires_at = CASE WHEN lease_step_id = :step THEN NULL ELSE lease_expires_at END,
         lease_step_id = CASE WHEN lease_step_id = :step THEN NULL ELSE lease_step_id END
     WHERE id = :chat
     RETURNING token_total
-), am AS (
-    UPDATE messages SET content = :content, reasoning = :reasoning, status = :status,
-                        token_count = :tokens, usage = CAST(:usage AS jsonb),
-                        tokens_after = (SELECT token_total FROM c)
-    WHERE id = :assistant_id
 )
-UPDATE steps SET status = :step_status, error_code = :error, timings = CAST(:timings AS jsonb),
-                 finished_at = now()
-WHERE id = :step""")
+UPDATE messages SET content = :content, reasoning = :reasoning, status = :status,
+                    token_count = :tokens, usage = CAST(:usage AS jsonb),
+                    tokens_after = (SELECT token_total FROM c)
+WHERE id = :assistant_id AND status = 'streaming' AND EXISTS (SELECT 1 FROM st)
+RETURNING id""")
 
 
 
@@ -134,13 +161,13 @@ class PostgresStepStore:
         # The lease makes this chat ours until we release it, so the statements after it need
         # no transaction of their own: each is atomic, and nobody else writes the turn.
         async with self._db.connect() as conn:
-            row = (await conn.execute(_ACQUIRE, params)).mappings().first()
-            if row is None:
-                return await _why_not(conn, params)
-            chat = chat_from_row(row)
             try:
+                row = (await conn.execute(_ACQUIRE, params)).mappings().first()
+                if row is None:
+                    return await _why_not(conn, params)
+                chat = chat_from_row(row)
                 if row["previous_step"] is not None:
-                    await conn.execute(_SWEEP, params)
+                    await conn.execute(_SWEEP, {**params, "overhead": MESSAGE_OVERHEAD})
                 if request.idempotency_key is not None:
                     outcome = await _outcome(conn, chat.id, request.idempotency_key)
                     if outcome is not None:
@@ -151,17 +178,19 @@ class PostgresStepStore:
                 )
                 begun = await _begin(conn, request)
             except BaseException:
-                await asyncio.shield(self._release(params))
+                # Cancelled or failed half-way: give the chat back, and if the turn was
+                # already written, close it as interrupted rather than leave it running.
+                await asyncio.shield(self._abandon(params))
                 raise
         return Opened(chat, window, begun)
 
-    async def _release(self, params: dict[str, Any]) -> None:
+    async def _abandon(self, params: dict[str, Any]) -> None:
         async with self._db.connect() as conn:
-            await conn.execute(_RELEASE, params)
+            await conn.execute(_ABANDON, params)
 
     async def heartbeat(
         self, chat_id: uuid.UUID, step: BegunStep, ttl: float | None,
-        partial: tuple[str, str] | None,
+        partial: tuple[str, str, int] | None,
     ) -> bool:
         params = {"chat": chat_id, "step": step.step_id, "ttl": ttl}
         if ttl is None and partial is None:  # the common tick: a read of the abort flag
@@ -172,7 +201,7 @@ class PostgresStepStore:
                 await conn.execute(
                     _FLUSH,
                     {"id": step.assistant_message_id, "content": partial[0],
-                     "reasoning": partial[1]},
+                     "reasoning": partial[1], "tokens": partial[2]},
                 )
             statement = _RENEW if ttl is not None else _POLL
             return bool((await conn.execute(statement, params)).scalar())
@@ -181,9 +210,9 @@ class PostgresStepStore:
         self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
         token_count: int, usage: dict[str, Any] | None, error_code: str | None,
         timings: dict[str, float],
-    ) -> None:
+    ) -> bool:
         async with self._db.connect() as conn:
-            await conn.execute(
+            written = await conn.execute(
                 _FINISH,
                 {
                     "chat": chat_id,
@@ -200,6 +229,7 @@ class PostgresStepStore:
                     "timings": json.dumps(timings),
                 },
             )
+            return written.first() is not None
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:
         async with self._db.connect() as conn:
@@ -222,14 +252,15 @@ class PostgresStepStore:
 async def _why_not(conn: AsyncConnection, params: dict[str, Any]) -> LeaseBusy | LeaseMissing:
     busy = (
         await conn.execute(
-            text("SELECT lease_step_id, busy_policy FROM chats "
-                 "WHERE id = :chat AND tenant_id = :t"),
+            text("SELECT c.lease_step_id, c.busy_policy, s.idempotency_key FROM chats c "
+                 "LEFT JOIN steps s ON s.id = c.lease_step_id "
+                 "WHERE c.id = :chat AND c.tenant_id = :t"),
             params,
         )
     ).first()
     if busy is None:
         return LeaseMissing()
-    return LeaseBusy(running_step_id=busy[0], busy_policy=busy[1])
+    return LeaseBusy(running_step_id=busy[0], busy_policy=busy[1], running_key=busy[2])
 
 
 async def _outcome(conn: AsyncConnection, chat_id: Any, key: str) -> StepOutcome | None:

@@ -95,6 +95,8 @@ def chunk_deltas(payload: str, splitter: ThinkSplitter) -> Iterator[Delta]:
         raise MalformedStream(f"no choices: {payload[:120]!r}")
     usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
     for choice in choices[:1]:
+        if not isinstance(choice, dict):
+            raise MalformedStream(f"choice is not an object: {payload[:120]!r}")
         delta = choice.get("delta") or {}
         if not isinstance(delta, dict):
             raise MalformedStream(f"delta is not an object: {payload[:120]!r}")

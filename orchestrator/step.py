@@ -153,11 +153,17 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
             return Replayed(result)
         if isinstance(result, LeaseMissing):
             raise ChatNotFound(f"chat {request.chat_id} does not exist")
-        if result.busy_policy == "reject":
+        # A retry of the very request that is running waits for its outcome, whatever the policy.
+        retry = request.idempotency_key is not None and (
+            result.running_key == request.idempotency_key
+        )
+        if result.busy_policy == "reject" and not retry:
             raise ChatBusy("another step is running on this chat")
-        if result.busy_policy == "interrupt" and not asked_abort:
-            await deps.steps.request_abort(request.tenant_id, request.chat_id)
-            asked_abort = True
+        if result.busy_policy == "interrupt" and not retry and not asked_abort:
+            # Asked again on each pass until the holder's step exists to be flagged.
+            asked_abort = await deps.steps.request_abort(
+                request.tenant_id, request.chat_id
+            ) is not None
         if time.monotonic() + delay > deadline:
             raise ChatBusy("another step is still running on this chat; try again later")
         await asyncio.sleep(delay)
@@ -169,8 +175,9 @@ class _Answer:
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     usage: dict[str, Any] | None = None
+    finished: bool = False  # the model sent its finish
     status: str = "complete"
-    error: LLMError | None = None
+    error: tuple[str, str] | None = None  # (code, text)
 
     def partial(self) -> tuple[str, str]:
         return "".join(self.content), "".join(self.reasoning)
@@ -185,7 +192,8 @@ async def _monitor(deps: StepDeps, started: Started, abort: AbortSignal, answer:
         now = time.monotonic()
         partial = None
         if now - last_flush >= cfg.partial_flush:
-            partial, last_flush = answer.partial(), now
+            content, reasoning = answer.partial()
+            partial, last_flush = (content, reasoning, deps.counter.count(content)), now
         renew = now - last_renew >= cfg.lease_ttl / 3
         if renew:
             last_renew = now
@@ -197,7 +205,7 @@ async def _monitor(deps: StepDeps, started: Started, abort: AbortSignal, answer:
             log.warning("step heartbeat failed", exc_info=True)
             continue
         if aborted:
-            abort.set("aborted")
+            abort.set("aborted")  # asked to, or the lease went to another worker
             return
 
 
@@ -229,18 +237,28 @@ async def run_step(
                 answer.reasoning.append(delta.text)
                 yield ThinkingChunk(message_id, delta.text)
             elif isinstance(delta, Finish):
-                answer.usage = delta.usage or None
-        if abort.event.is_set():
+                answer.usage, answer.finished = delta.usage or None, True
+        if abort.event.is_set() and not answer.finished:
             answer.status = "interrupted"
     except LLMError as exc:
-        answer.status, answer.error = "failed", exc
+        answer.status, answer.error = "failed", (exc.code, str(exc))
         log.warning("provider failed: %s (%s)", exc.code, exc)
+    except asyncio.CancelledError:
+        answer.status = "interrupted"
+        raise
+    except Exception as exc:  # a bug must not pass for an answer: fail the step, keep the text
+        log.exception("step failed unexpectedly")
+        answer.status, answer.error = "failed", ("internal_error", type(exc).__name__)
     finally:
         model_ended = time.perf_counter()
         monitor.cancel()
-        await _persist(deps, started, answer, _timings(started, model_started, model_ended))
+        await asyncio.gather(monitor, return_exceptions=True)
+        timings = _timings(started, model_started, model_ended)
+        if not await _persist(deps, started, answer, timings):
+            answer.status = "interrupted"
+            answer.error = ("lease_lost", "another worker took this chat over; answer not saved")
     if answer.error is not None:
-        yield MessageError(message_id, answer.error.code, str(answer.error))
+        yield MessageError(message_id, *answer.error)
     yield MessageEnd(message_id, answer.status, answer.usage)
     yield StepEnd(begun.step_id, answer.status, _timings(started, model_started, model_ended))
 
@@ -261,7 +279,7 @@ def _timings(started: Started, model_started: float, model_ended: float) -> dict
 
 async def _persist(
     deps: StepDeps, started: Started, answer: _Answer, timings: dict[str, float]
-) -> None:
+) -> bool:
     """Write the outcome; shielded so a cancelled request still leaves a consistent chat."""
     content, reasoning = answer.partial()
     write = deps.steps.finish(
@@ -272,10 +290,14 @@ async def _persist(
         reasoning=reasoning,
         token_count=deps.counter.count(content),
         usage=answer.usage,
-        error_code=answer.error.code if answer.error else None,
+        error_code=answer.error[0] if answer.error else None,
         timings=timings,
     )
-    await asyncio.shield(asyncio.ensure_future(write))
+    written = await asyncio.shield(asyncio.ensure_future(write))
+    if not written:
+        log.warning("step %s was taken over by another worker; its answer was not saved",
+                    started.begun.step_id)
+    return written
 
 
 async def _until_aborted(stream: AsyncIterator[Any], abort: AbortSignal) -> AsyncIterator[Any]:

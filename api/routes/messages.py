@@ -18,6 +18,7 @@ from orchestrator.step import AbortSignal, Replayed, StepRequest, run_step, star
 
 router = APIRouter(prefix="/v1/chats", tags=["messages"])
 
+MAX_POSITION = 2**63 - 1  # positions are bigint
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -79,8 +80,8 @@ async def history(
     chat_id: uuid.UUID,
     runtime: RuntimeDep,
     tenant: TenantDep,
-    before: Annotated[int | None, Query(ge=0)] = None,
-    after: Annotated[int | None, Query(ge=-1)] = None,
+    before: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None,
+    after: Annotated[int | None, Query(ge=-1, le=MAX_POSITION)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> dict[str, Any]:
     """Every row, summary rows and markers included, in position order, by keyset pages."""

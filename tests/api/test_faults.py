@@ -185,3 +185,21 @@ async def test_abort_flag_alone_stops_the_stream_when_no_notification_arrives(
         assert flagged.rowcount == 1
     events = await asyncio.wait_for(task, 5)
     assert dict(events)["step_end"]["status"] == "interrupted"
+
+
+async def test_nulls_nul_bytes_and_huge_positions_are_422_not_500(
+    client: httpx.AsyncClient,
+) -> None:
+    chat_id = await new_chat(client)
+    for body in [{"title": None}, {"busy_policy": None}, {"system_prompt": None}]:
+        response = await client.patch(f"/v1/chats/{chat_id}", json=body)
+        assert response.status_code == 422, body
+        assert response.json()["code"] == "invalid_request"
+    response = await client.post(f"/v1/chats/{chat_id}/messages", json={"content": "a\x00b"})
+    assert response.status_code == 422
+    response = await client.post("/v1/chats", json={"user_id": "u\x00"})
+    assert response.status_code == 422
+    for param in ("before", "after"):
+        response = await client.get(f"/v1/chats/{chat_id}/messages", params={param: 2**63})
+        assert response.status_code == 422 and response.json()["code"] == "invalid_request"
+    assert (await client.get(f"/v1/chats/{chat_id}")).json()["title"] == "t"  # unchanged

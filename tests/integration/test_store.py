@@ -74,12 +74,18 @@ async def test_a_dead_steps_partial_answer_is_kept_as_interrupted(engine: AsyncE
     dead_id = uuid.uuid4()
     dead = await steps.open(_open(chat, dead_id, ttl=0.05, content="question"))
     assert isinstance(dead, Opened)
-    await steps.heartbeat(chat.id, dead.begun, None, ("half an ans", ""))
+    await steps.heartbeat(chat.id, dead.begun, None, ("half an ans", "", 3))
     await asyncio.sleep(0.1)  # the worker was killed here
 
     again = await steps.open(_open(chat, uuid.uuid4(), content="again"))
     assert isinstance(again, Opened)
     assert [m.content for m in again.window.tail] == ["question", "half an ans"]
+    # The partial answer is counted like any row: the running total stays in position order.
+    question, partial = again.window.tail
+    assert partial.token_count == 3
+    assert partial.tokens_after == question.tokens_after + 3 + 4
+    chat_now = await chats.get_chat("tenant-a", chat.id)
+    assert chat_now is not None and chat_now.token_total == partial.tokens_after + 1 + 4
     page = await chats.list_messages("tenant-a", chat.id, before=None, after=None, limit=10)
     assert page is not None
     assert [(m.kind, m.content, m.status) for m in page.messages] == [
