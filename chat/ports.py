@@ -134,6 +134,16 @@ class StepStore(Protocol):
         message with a streaming assistant placeholder."""
         ...
 
+    async def hold(
+        self, tenant_id: str, chat_id: uuid.UUID, holder_id: uuid.UUID, ttl: float
+    ) -> Chat | LeaseBusy | LeaseMissing:
+        """Take the chat's lease for work that is not a step (a reset); release() gives it back."""
+        ...
+
+    async def release(self, chat_id: uuid.UUID, holder_id: uuid.UUID) -> None:
+        """Give back a lease taken by hold()."""
+        ...
+
     async def heartbeat(
         self, chat_id: uuid.UUID, step: BegunStep, ttl: float | None,
         partial: tuple[str, str, int] | None,

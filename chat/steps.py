@@ -31,7 +31,7 @@ from chat.tables import (
     message_from_row,
     step_from_row,
 )
-from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Message
+from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message
 
 # Take the lease if it is free or expired; `previous_step` is the holder whose lease ran out.
 _ACQUIRE = text(f"""
@@ -183,6 +183,22 @@ class PostgresStepStore:
                 await asyncio.shield(self._abandon(params))
                 raise
         return Opened(chat, window, begun)
+
+    async def hold(
+        self, tenant_id: str, chat_id: uuid.UUID, holder_id: uuid.UUID, ttl: float
+    ) -> Chat | LeaseBusy | LeaseMissing:
+        params = {"chat": chat_id, "t": tenant_id, "step": holder_id, "ttl": ttl}
+        async with self._db.connect() as conn:
+            row = (await conn.execute(_ACQUIRE, params)).mappings().first()
+            if row is None:
+                return await _why_not(conn, params)
+            if row["previous_step"] is not None:
+                await conn.execute(_SWEEP, {**params, "overhead": MESSAGE_OVERHEAD})
+            return chat_from_row(row)
+
+    async def release(self, chat_id: uuid.UUID, holder_id: uuid.UUID) -> None:
+        async with self._db.connect() as conn:
+            await conn.execute(_RELEASE, {"chat": chat_id, "step": holder_id})
 
     async def _abandon(self, params: dict[str, Any]) -> None:
         async with self._db.connect() as conn:

@@ -51,6 +51,27 @@ class Reply:
         return [self.content] if isinstance(self.content, str) else list(self.content)
 
 
+class ScriptedModel:
+    """An in-process ChatModel for tests of the step: each call plays the next script, a list of
+    deltas and exceptions (raised where they stand). A call with no script left fails the test."""
+
+    def __init__(self, *scripts: list[Any]) -> None:
+        self.scripts: deque[list[Any]] = deque(scripts)
+        self.calls: list[Any] = []
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        self.calls.append(request)
+        if not self.scripts:
+            raise AssertionError("unexpected model call: no script left")
+        for item in self.scripts.popleft():
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def assert_consumed(self) -> None:
+        assert not self.scripts, f"{len(self.scripts)} scripts were never played"
+
+
 class _Disconnect(Exception):
     """Raised inside the response body: uvicorn drops the connection mid-stream."""
 

@@ -17,18 +17,16 @@ from typing import Any
 from chat.ports import (
     BegunStep,
     ChatStore,
-    LeaseMissing,
-    Opened,
     OpenStep,
     StepOutcome,
     StepStore,
 )
-from chat.types import Chat
+from chat.types import Chat, Message
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
 from llm.types import CompletionRequest, ContentDelta, Finish, ReasoningDelta
 from orchestrator.context import Budget, PromptPlan, assemble
-from orchestrator.errors import ChatBusy, ChatNotFound, MessageTooLarge
+from orchestrator.errors import ChatNotFound, MessageTooLarge
 from orchestrator.events import (
     ContextInfo,
     MessageChunk,
@@ -40,6 +38,7 @@ from orchestrator.events import (
     StepStart,
     ThinkingChunk,
 )
+from orchestrator.lease import follow_policy
 
 log = logging.getLogger("jin.step")
 
@@ -115,10 +114,9 @@ def budget_for(chat: Chat, config: StepConfig) -> Budget:
 
 
 async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed:
-    """Everything before the model call, in one transaction per attempt at the lease.
+    """Everything before the model call: lease, persisted turn, window, prompt.
 
-    Follows the chat's busy policy while another step holds the lease: `reject` answers at
-    once, `queue` waits (bounded), `interrupt` asks the running step to stop, then waits.
+    Follows the chat's busy policy while another step holds the lease (orchestrator/lease.py).
     Raises StepError subclasses for the caller's mistakes.
     """
     received_at = request.received_at or time.perf_counter()
@@ -140,34 +138,30 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         window_rows=cfg.window_read_rows,
         window_budget=lambda chat: budget_for(chat, cfg).total,
     )
-    deadline = time.monotonic() + cfg.queue_wait
-    delay, asked_abort = 0.01, False
-    while True:
-        result = await deps.steps.open(open_step)
-        if isinstance(result, Opened):
-            plan = assemble(
-                result.window, request.content, budget_for(result.chat, cfg), deps.counter
-            )
-            return Started(result.chat, result.begun, plan, received_at, time.perf_counter())
-        if isinstance(result, StepOutcome):
-            return Replayed(result)
-        if isinstance(result, LeaseMissing):
-            raise ChatNotFound(f"chat {request.chat_id} does not exist")
-        # A retry of the very request that is running waits for its outcome, whatever the policy.
-        retry = request.idempotency_key is not None and (
-            result.running_key == request.idempotency_key
-        )
-        if result.busy_policy == "reject" and not retry:
-            raise ChatBusy("another step is running on this chat")
-        if result.busy_policy == "interrupt" and not retry and not asked_abort:
-            # Asked again on each pass until the holder's step exists to be flagged.
-            asked_abort = await deps.steps.request_abort(
-                request.tenant_id, request.chat_id
-            ) is not None
-        if time.monotonic() + delay > deadline:
-            raise ChatBusy("another step is still running on this chat; try again later")
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.2)
+    result = await follow_policy(
+        deps.steps, cfg.queue_wait, request.tenant_id, request.chat_id, request.idempotency_key,
+        lambda: deps.steps.open(open_step),
+    )
+    if isinstance(result, StepOutcome):
+        return Replayed(result)
+    plan = assemble(result.window, request.content, budget_for(result.chat, cfg), deps.counter)
+    return Started(result.chat, result.begun, plan, received_at, time.perf_counter())
+
+
+async def reset_chat(deps: StepDeps, tenant_id: str, chat_id: uuid.UUID) -> Message:
+    """Write the "start over" line, under the chat's lease like a step (same busy policy)."""
+    holder = uuid.uuid4()
+    chat = await follow_policy(
+        deps.steps, deps.config.queue_wait, tenant_id, chat_id, None,
+        lambda: deps.steps.hold(tenant_id, chat_id, holder, deps.config.lease_ttl),
+    )
+    try:
+        row = await deps.chats.append_summary(tenant_id, chat.id, "", {"reset": True})
+    finally:
+        await asyncio.shield(deps.steps.release(chat.id, holder))
+    if row is None:
+        raise ChatNotFound(f"chat {chat_id} does not exist")
+    return row
 
 
 @dataclass
@@ -188,7 +182,8 @@ async def _monitor(deps: StepDeps, started: Started, abort: AbortSignal, answer:
     cfg = deps.config
     last_flush = last_renew = time.monotonic()
     while True:
-        await asyncio.sleep(cfg.abort_poll)
+        # Tick often enough for each of the three duties, whichever is configured slowest.
+        await asyncio.sleep(min(cfg.abort_poll, cfg.partial_flush, cfg.lease_ttl / 3))
         now = time.monotonic()
         partial = None
         if now - last_flush >= cfg.partial_flush:

@@ -15,7 +15,7 @@ from api.schemas import CreateChat, UpdateChat, chat_json, message_json
 from chat.ports import NewChat
 from chat.types import Chat, ModelSettings
 from orchestrator.context import assemble
-from orchestrator.step import budget_for
+from orchestrator.step import budget_for, reset_chat
 
 router = APIRouter(prefix="/v1/chats", tags=["chats"])
 
@@ -131,8 +131,7 @@ async def context(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) ->
 
 @router.post("/{chat_id}/reset", status_code=201)
 async def reset(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
-    """The "start over" line: an empty summary row; the next step sees nothing before it."""
-    row = await runtime.deps.chats.append_summary(tenant, chat_id, "", {"reset": True})
-    if row is None:
-        raise _missing(chat_id)
-    return message_json(row)
+    """The "start over" line: an empty summary row; the next step sees nothing before it.
+
+    Written under the chat's lease, after a running step (or per the chat's busy policy)."""
+    return message_json(await reset_chat(runtime.deps, tenant, chat_id))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -19,6 +21,8 @@ from orchestrator.step import AbortSignal, Replayed, StepRequest, run_step, star
 router = APIRouter(prefix="/v1/chats", tags=["messages"])
 
 MAX_POSITION = 2**63 - 1  # positions are bigint
+DISCONNECT_CHECK = 0.25  # seconds between looks at a JSON client's connection
+_NOTHING_YET: Any = object()
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -64,10 +68,30 @@ async def post_message(
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
 
+    return JSONResponse((await _collect(queue, request, abort)).json())
+
+
+async def _collect(
+    queue: asyncio.Queue[StepEvent | None], request: Request, abort: AbortSignal
+) -> StepResult:
+    """Fold the step's events; a client that goes away meanwhile stops the step, which still
+    persists what it has."""
     result = StepResult()
-    while (event := await queue.get()) is not None:
-        result.add(event)
-    return JSONResponse(result.json())
+    last_check = time.monotonic()
+    while True:
+        try:
+            event = await asyncio.wait_for(queue.get(), DISCONNECT_CHECK)
+        except TimeoutError:
+            event = _NOTHING_YET  # only look at the connection
+        if event is None:
+            return result
+        if event is not _NOTHING_YET:
+            result.add(event)  # type: ignore[arg-type]
+        now = time.monotonic()
+        if now - last_check >= DISCONNECT_CHECK and not abort.event.is_set():
+            last_check = now
+            if await request.is_disconnected():
+                abort.set("client_disconnected")
 
 
 async def _replay(events: list[StepEvent]) -> AsyncIterator[bytes]:

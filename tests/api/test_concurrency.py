@@ -97,3 +97,38 @@ async def test_interrupt_policy_stops_the_running_step_and_takes_over(
     rows = await history(client, chat_id)
     assert [(r["content"][:2], r["status"]) for r in rows] == [
         ("lo", "complete"), ("w0", "interrupted"), ("ne", "complete"), ("ne", "complete")]
+
+
+async def test_a_retry_of_the_running_request_waits_for_it_instead_of_interrupting(
+    client: httpx.AsyncClient, model: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(client, busy_policy="interrupt")
+    model.push(Reply([f"w{i} " for i in range(20)], chunk_delay=0.02))
+    first = asyncio.create_task(stream_step(client, chat_id, "go", idempotency_key="same"))
+    await asyncio.sleep(0.15)
+    retry = await client.post(
+        f"/v1/chats/{chat_id}/messages", json={"content": "go", "idempotency_key": "same"}
+    )
+    events = await first
+    assert dict(events)["step_end"]["status"] == "complete"
+    assert retry.status_code == 200 and retry.json()["replayed"] is True
+    assert retry.json()["content"] == "".join(f"w{i} " for i in range(20))
+    assert len(model.requests) == 1
+
+
+async def test_reset_during_a_step_lands_after_its_answer(
+    client: httpx.AsyncClient, model: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(client)
+    model.push(Reply(["slow ", "answer"], chunk_delay=0.2))
+    running = asyncio.create_task(stream_step(client, chat_id, "question"))
+    await asyncio.sleep(0.1)
+    reset = await client.post(f"/v1/chats/{chat_id}/reset")
+    await running
+    assert reset.status_code == 201
+    rows = await history(client, chat_id)
+    assert [(r["kind"], r["content"]) for r in rows] == [
+        ("user", "question"), ("assistant", "slow answer"), ("summary", "")]
+    context = (await client.get(f"/v1/chats/{chat_id}/context")).json()
+    assert [m["role"] for m in context["messages"]] == ["system"]
+    assert context["would_compact"] is False

@@ -203,3 +203,19 @@ async def test_nulls_nul_bytes_and_huge_positions_are_422_not_500(
         response = await client.get(f"/v1/chats/{chat_id}/messages", params={param: 2**63})
         assert response.status_code == 422 and response.json()["code"] == "invalid_request"
     assert (await client.get(f"/v1/chats/{chat_id}")).json()["title"] == "t"  # unchanged
+
+
+async def test_a_json_client_that_goes_away_stops_the_step(
+    client: httpx.AsyncClient, model: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(client)
+    model.push(Reply([f"w{i} " for i in range(500)], chunk_delay=0.02))
+    with pytest.raises(httpx.ReadTimeout):
+        await client.post(f"/v1/chats/{chat_id}/messages", json={"content": "go"}, timeout=0.4)
+    for _ in range(100):  # the step stops and saves what it had
+        rows = await history(client, chat_id)
+        if rows[-1]["status"] != "streaming":
+            break
+        await asyncio.sleep(0.05)
+    assert rows[-1]["status"] == "interrupted"
+    assert 0 < len(rows[-1]["content"].split()) < 500

@@ -24,10 +24,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def workers(database_url: str, model_url: str) -> Iterator[Callable[[], str]]:
+def workers(database_url: str, model_url: str) -> Iterator[Callable[..., str]]:
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start() -> str:
+    def start(**extra: str) -> str:
         port = _free_port()
         env = {
             **os.environ,
@@ -36,6 +36,7 @@ def workers(database_url: str, model_url: str) -> Iterator[Callable[[], str]]:
             "JIN_HELPER_URL": model_url,
             "JIN_ABORT_POLL_SECONDS": "0.1",
             "JIN_LOG_LEVEL": "warning",
+            **extra,
         }
         proc = subprocess.Popen(
             [sys.executable, "-m", "api.cli", "serve", "--port", str(port)],
@@ -92,9 +93,13 @@ async def test_alternating_workers_give_the_same_history_as_one(
 
 
 async def test_abort_posted_to_one_worker_stops_a_stream_on_the_other(
-    workers: Callable[[], str], model: FakeOpenAIServer
+    workers: Callable[..., str], model: FakeOpenAIServer
 ) -> None:
-    a_url, b_url = await asyncio.to_thread(workers), await asyncio.to_thread(workers)
+    # Polling is slowed to a minute: only the NOTIFY through Postgres can stop it in time.
+    slow_poll = {"JIN_ABORT_POLL_SECONDS": "60", "JIN_PARTIAL_FLUSH_SECONDS": "60",
+                 "JIN_LEASE_TTL_SECONDS": "300"}
+    a_url = await asyncio.to_thread(workers, **slow_poll)
+    b_url = await asyncio.to_thread(workers, **slow_poll)
     async with httpx.AsyncClient(base_url=a_url, timeout=30) as a, \
             httpx.AsyncClient(base_url=b_url, timeout=30) as b:
         chat_id = await new_chat(a)
@@ -115,6 +120,6 @@ async def test_abort_posted_to_one_worker_stops_a_stream_on_the_other(
         assert response.status_code == 200 and response.json()["aborted"] is True
         events = await asyncio.wait_for(task, 5)
         assert dict(events)["step_end"]["status"] == "interrupted"
-        assert ended[0] - asked < 3.0
+        assert ended[0] - asked < 2.0
         answer = (await history(b, chat_id))[-1]
         assert answer["status"] == "interrupted" and answer["content"].startswith("w0 w1 ")

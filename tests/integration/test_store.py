@@ -100,6 +100,28 @@ async def test_a_dead_steps_partial_answer_is_kept_as_interrupted(engine: AsyncE
     assert tuple(status) == ("interrupted", "worker_lost")
 
 
+async def test_a_step_declared_dead_cannot_overwrite_the_next_one(engine: AsyncEngine) -> None:
+    steps, chats = PostgresStepStore(engine), PostgresChatStore(engine)
+    chat = await _chat(engine)
+    slow = await steps.open(_open(chat, uuid.uuid4(), ttl=0.05, content="first"))
+    assert isinstance(slow, Opened)
+    await asyncio.sleep(0.1)  # its lease runs out (a long database blip, say)
+    taken = await steps.open(_open(chat, uuid.uuid4(), content="second"))
+    assert isinstance(taken, Opened)
+    # The slow step learns it must stop, and its late answer changes nothing.
+    assert await steps.heartbeat(chat.id, slow.begun, 30, None) is True
+    written = await steps.finish(chat.id, slow.begun, status="complete", content="late answer",
+                                 reasoning="", token_count=200, usage=None, error_code=None,
+                                 timings={})
+    assert written is False
+    page = await chats.list_messages("tenant-a", chat.id, before=None, after=None, limit=10)
+    assert page is not None
+    assert [(m.content, m.status) for m in page.messages] == [
+        ("first", "complete"), ("", "interrupted"), ("second", "complete"), ("", "streaming")]
+    now = await chats.get_chat("tenant-a", chat.id)
+    assert now is not None and now.token_total == 2 * (1 + 4)  # the late 200 never counted
+
+
 async def test_an_idempotent_retry_writes_nothing_and_keeps_no_lease(engine: AsyncEngine) -> None:
     steps, chats = PostgresStepStore(engine), PostgresChatStore(engine)
     chat = await _chat(engine)
