@@ -78,15 +78,43 @@ class _BodyLimit:
         self.app, self.limit = app, limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            length = dict(scope["headers"]).get(b"content-length", b"")
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = problems.problem_response(
+            413, "request_too_large", f"the body is over {self.limit} bytes"
+        )
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None:
             if length.isdigit() and int(length) > self.limit:
-                response = problems.problem_response(
-                    413, "request_too_large", f"the body is over {self.limit} bytes"
-                )
-                await response(scope, receive, send)
+                await too_large(scope, receive, send)
                 return
-        await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
+        # No length (chunked): read the body here, up to the limit, then hand it on.
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, receive, send)  # the client left; let the app see it
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.limit:
+                await too_large(scope, receive, send)
+                return
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
 
 def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None) -> FastAPI:

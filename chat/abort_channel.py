@@ -39,8 +39,8 @@ class AbortListener:
         """Listen; if Postgres is not there yet, keep trying in the background."""
         try:
             await self._connect()
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("abort listener cannot connect yet: %s", exc)
+        except Exception as exc:  # the watcher retries; the polled flag covers meanwhile
+            log.warning("abort listener cannot connect yet: %s: %s", type(exc).__name__, exc)
         self._task = asyncio.create_task(self._watch())
 
     async def stop(self) -> None:
@@ -52,8 +52,13 @@ class AbortListener:
             await self._conn.close()
 
     async def _connect(self) -> None:
-        self._conn = await asyncpg.connect(self._dsn)
-        await self._conn.add_listener(CHANNEL, self._notified)
+        conn = await asyncpg.connect(self._dsn)
+        try:
+            await conn.add_listener(CHANNEL, self._notified)
+        except BaseException:
+            await conn.close()
+            raise
+        self._conn = conn
 
     def _notified(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         try:
@@ -71,5 +76,5 @@ class AbortListener:
             try:
                 await self._connect()
                 log.info("abort listener reconnected")
-            except (OSError, asyncpg.PostgresError) as exc:
-                log.warning("abort listener cannot reconnect yet: %s", exc)
+            except Exception as exc:  # keep watching: the polled abort flag covers meanwhile
+                log.warning("abort listener cannot reconnect yet: %s: %s", type(exc).__name__, exc)

@@ -219,3 +219,25 @@ async def test_a_json_client_that_goes_away_stops_the_step(
         await asyncio.sleep(0.05)
     assert rows[-1]["status"] == "interrupted"
     assert 0 < len(rows[-1]["content"].split()) < 500
+
+
+async def test_bodies_over_the_limit_are_413_with_or_without_a_length(
+    jin_factory: Callable[..., str],
+) -> None:
+    async with httpx.AsyncClient(base_url=jin_factory(max_request_bytes=1000)) as client:
+        big = b'{"user_id": "' + b"x" * 2000 + b'"}'
+        response = await client.post("/v1/chats", content=big,
+                                     headers={"content-type": "application/json"})
+        assert response.status_code == 413 and response.json()["code"] == "request_too_large"
+
+        async def chunked(data: bytes):  # no Content-Length: sent chunked
+            for i in range(0, len(data), 100):
+                yield data[i : i + 100]
+
+        response = await client.post("/v1/chats", content=chunked(big),
+                                     headers={"content-type": "application/json"})
+        assert response.status_code == 413 and response.json()["code"] == "request_too_large"
+        small = b'{"user_id": "u"}'
+        response = await client.post("/v1/chats", content=chunked(small),
+                                     headers={"content-type": "application/json"})
+        assert response.status_code == 201
