@@ -143,6 +143,8 @@ def prepass(rows: list[Message], protected: int, counter: TokenCounter) -> list[
     """
     cut = max(len(rows) - protected, 0)
     old, tail = rows[:cut], rows[cut:]
+    if not any(_touchable(row) for row in old):
+        return rows  # plain conversation: nothing for the rules to do (the common case)
     changed = old
     for rule in RULES:
         changed = rule(changed, rows)
@@ -151,6 +153,10 @@ def prepass(rows: list[Message], protected: int, counter: TokenCounter) -> list[
         for row, before in zip(changed, old, strict=True)
     ]
     return recounted + tail
+
+
+def _touchable(row: Message) -> bool:
+    return row.kind == "tool" or "tool_calls" in row.meta or "images" in row.meta
 
 
 def _tokens(row: Message, counter: TokenCounter) -> int:
