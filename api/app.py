@@ -26,6 +26,8 @@ from llm.onnx_embedder import MODEL_NAME as EMBEDDED_EMBEDDER
 from llm.openai import OpenAIChatModel, new_session
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
+from orchestrator.compaction import CompactionPolicy
+from orchestrator.compactor import Compactor
 from orchestrator.step import StepConfig, StepDeps
 
 log = logging.getLogger("jin")
@@ -147,12 +149,24 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             connect_timeout=settings.provider_connect_timeout,
             read_timeout=settings.provider_read_timeout,
         )
+        chats, counter = PostgresChatStore(engine), TiktokenCounter()
+        compactor = Compactor(
+            chats=chats,
+            helper=OpenAIChatModel(helper, http),
+            helper_model=helper.model,
+            counter=counter,
+            policy=CompactionPolicy(
+                trigger_ratio=settings.compact_trigger_ratio,
+                target_ratio=settings.compact_target_ratio,
+            ),
+        ) if settings.compaction else None
         deps = StepDeps(
-            chats=PostgresChatStore(engine),
+            chats=chats,
             steps=PostgresStepStore(engine),
             brain=OpenAIChatModel(brain, http),
-            counter=TiktokenCounter(),
+            counter=counter,
             config=_step_config(settings, brain.context_window),
+            compactor=compactor,
         )
         runtime = Runtime(
             engine=engine, http=http, deps=deps,

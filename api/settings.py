@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     answer_reserve_tokens: int = Field(default=1024, gt=0)
     tail_budget_ratio: float = Field(default=0.5, gt=0, le=1)
     compact_trigger_ratio: float = Field(default=0.75, gt=0, le=1)
+    compact_target_ratio: float = Field(default=0.5, gt=0, le=1)
+    compaction: bool = True
     lease_ttl_seconds: float = Field(default=30.0, gt=0)
     queue_wait_seconds: float = Field(default=60.0, ge=0)
     abort_poll_seconds: float = Field(default=0.2, gt=0)

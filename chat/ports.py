@@ -111,6 +111,21 @@ class ChatStore(Protocol):
         """The latest summary row and the newest rows after it that the tail budget may take."""
         ...
 
+    async def read_span(self, chat: Chat, max_rows: int) -> tuple[Message | None, list[Message]]:
+        """The latest summary row and up to max_rows visible rows after it, oldest first."""
+        ...
+
+    async def write_summary(
+        self, chat_id: uuid.UUID, after: Message, content: str, token_count: int,
+        meta: dict[str, Any],
+    ) -> Message | None:
+        """Place a summary row right after `after`; None if that span has one already."""
+        ...
+
+    async def save_compaction(self, chat_id: uuid.UUID, state: dict[str, Any]) -> None:
+        """Persist the chat's compaction counters."""
+        ...
+
     async def list_messages(
         self, tenant_id: str, chat_id: uuid.UUID, *, before: int | None, after: int | None,
         limit: int,

@@ -13,7 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chat.ports import NewChat
 from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, message_from_row
-from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Page, Window
+from chat.types import (
+    MESSAGE_OVERHEAD,
+    POSITION_GAP,
+    Chat,
+    Message,
+    Page,
+    Window,
+    summary_id_for,
+)
 
 # Rows a step may read from its history: what the model saw or said.
 _VISIBLE = (
@@ -82,6 +90,30 @@ async def read_window(
     floor = summary.tokens_after if summary else 0
     more_before = cut or (bool(tail) and tail[0].tokens_after - _cost(tail[0]) > floor)
     return Window(chat=chat, summary=summary, tail=tail, more_before=more_before, head=head)
+
+
+SPAN_SQL = text(f"""
+WITH s AS (
+    SELECT position FROM messages
+    WHERE chat_id = :chat AND kind = 'summary' ORDER BY position DESC LIMIT 1
+)
+(SELECT {MESSAGE_COLUMNS} FROM messages
+  WHERE chat_id = :chat AND position = (SELECT position FROM s))
+UNION ALL
+(SELECT {MESSAGE_COLUMNS} FROM messages
+  WHERE chat_id = :chat AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
+  ORDER BY position LIMIT :limit)
+""")
+
+# One summary row per span: its id comes from the message it follows, so a retry or a second
+# worker compacting the same span writes nothing.
+WRITE_SUMMARY_SQL = text(f"""
+INSERT INTO messages (id, chat_id, position, kind, content, status, token_count, tokens_after,
+                      meta)
+VALUES (:id, :chat, :position, 'summary', :content, 'complete', :tokens, :tokens_after,
+        CAST(:meta AS jsonb))
+ON CONFLICT DO NOTHING
+RETURNING {MESSAGE_COLUMNS}""")
 
 
 def _cost(message: Message) -> int:
@@ -177,6 +209,43 @@ class PostgresChatStore:
     async def load_window(self, chat: Chat, max_rows: int, budget_tokens: int) -> Window:
         async with self._db.connect() as conn:
             return await read_window(conn, chat, max_rows, budget_tokens)
+
+    async def read_span(self, chat: Chat, max_rows: int) -> tuple[Message | None, list[Message]]:
+        async with self._db.connect() as conn:
+            rows = (
+                await conn.execute(SPAN_SQL, {"chat": chat.id, "limit": max_rows})
+            ).mappings().all()
+        messages = [message_from_row(r) for r in rows]
+        summary = next((m for m in messages if m.kind == "summary"), None)
+        return summary, [m for m in messages if m.kind != "summary"]
+
+    async def write_summary(
+        self, chat_id: uuid.UUID, after: Message, content: str, token_count: int,
+        meta: dict[str, Any],
+    ) -> Message | None:
+        async with self._db.connect() as conn:
+            row = (
+                await conn.execute(
+                    WRITE_SUMMARY_SQL,
+                    {
+                        "id": summary_id_for(after.id),
+                        "chat": chat_id,
+                        "position": after.position + 1,
+                        "content": content,
+                        "tokens": token_count,
+                        "tokens_after": after.tokens_after,
+                        "meta": json.dumps(meta),
+                    },
+                )
+            ).mappings().first()
+        return message_from_row(row) if row else None
+
+    async def save_compaction(self, chat_id: uuid.UUID, state: dict[str, Any]) -> None:
+        async with self._db.connect() as conn:
+            await conn.execute(
+                text("UPDATE chats SET compaction = CAST(:state AS jsonb) WHERE id = :chat"),
+                {"chat": chat_id, "state": json.dumps(state)},
+            )
 
     async def list_messages(
         self, tenant_id: str, chat_id: uuid.UUID, *, before: int | None, after: int | None,

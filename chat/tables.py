@@ -10,7 +10,7 @@ from chat.types import Chat, Message, ModelSettings, StepRecord
 
 CHAT_COLUMNS = (
     "id, tenant_id, user_id, title, system_prompt, settings, busy_policy, created_at, updated_at, "
-    "token_total"
+    "token_total, compaction"
 )
 MESSAGE_COLUMNS = (
     "id, chat_id, position, kind, content, reasoning, status, token_count, usage, step_id, "
@@ -44,6 +44,7 @@ def chat_from_row(row: Mapping[str, Any]) -> Chat:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         token_total=row["token_total"],
+        compaction=_json(row["compaction"]) or {},
     )
 
 

@@ -55,6 +55,7 @@ class Chat:
     created_at: datetime
     updated_at: datetime
     token_total: int = 0  # prompt cost of every visible row, for the tail cut
+    compaction: dict[str, Any] = field(default_factory=dict)  # counters, see orchestrator
 
 
 @dataclass(frozen=True)

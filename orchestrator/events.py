@@ -63,6 +63,19 @@ class MessageError:
 
 
 @dataclass(frozen=True)
+class CompactionDone:
+    summary_id: uuid.UUID | None
+    through: int | None  # position of the last message summarised
+    tokens_before: int
+    tokens_after: int
+    reason: str
+    skipped: bool = False
+    fallback: bool = False  # written without the helper (down, backing off, or rejected)
+    coverage: float | None = None
+    type: Literal["compaction"] = "compaction"
+
+
+@dataclass(frozen=True)
 class StepEnd:
     step_id: uuid.UUID
     status: str
@@ -72,7 +85,7 @@ class StepEnd:
 
 StepEvent = (
     StepStart | ContextInfo | MessageStart | ThinkingChunk | MessageChunk | MessageEnd
-    | MessageError | StepEnd
+    | MessageError | CompactionDone | StepEnd
 )
 
 

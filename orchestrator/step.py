@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chat.ports import (
@@ -21,13 +21,16 @@ from chat.ports import (
     StepOutcome,
     StepStore,
 )
-from chat.types import Chat, Message
+from chat.types import MESSAGE_OVERHEAD, Chat, Message
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
 from llm.types import CompletionRequest, ContentDelta, Finish, ReasoningDelta
+from orchestrator.compaction import Compact, CompactionState, decide
+from orchestrator.compactor import Compactor
 from orchestrator.context import Budget, PromptPlan, assemble
 from orchestrator.errors import ChatNotFound, MessageTooLarge
 from orchestrator.events import (
+    CompactionDone,
     ContextInfo,
     MessageChunk,
     MessageEnd,
@@ -65,6 +68,7 @@ class StepDeps:
     brain: ChatModel
     counter: TokenCounter
     config: StepConfig
+    compactor: Compactor | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,14 @@ async def run_step(
     begun, plan = started.begun, started.plan
     message_id = begun.assistant_message_id
     yield StepStart(begun.step_id, started.chat.id, begun.user_message.id)
+    if deps.compactor is not None and (plan.left_out or plan.more_before):
+        # The window cannot hold what is after the summary: compact before the brain reads it,
+        # so that no message leaves the window without a summary.
+        done = await _compact(deps, started, plan.total_tokens, "rows_left_out")
+        if done is not None:
+            yield done
+            plan = await _replan(deps, started)
+            started = replace(started, plan=plan)
     yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, [])
     yield MessageStart(message_id, "assistant")
 
@@ -255,7 +267,45 @@ async def run_step(
     if answer.error is not None:
         yield MessageError(message_id, *answer.error)
     yield MessageEnd(message_id, answer.status, answer.usage)
+    if deps.compactor is not None and answer.status == "complete":
+        # After the answer, for the next step: never delays message_end.
+        content, _ = answer.partial()
+        tokens_next = plan.total_tokens + deps.counter.count(content) + MESSAGE_OVERHEAD
+        decision = decide(
+            tokens_next, plan.budget.total, bool(plan.left_out or plan.more_before),
+            CompactionState.from_json(started.chat.compaction), deps.compactor.policy,
+        )
+        if isinstance(decision, Compact):
+            done = await _compact(deps, started, tokens_next, decision.reason)
+            if done is not None:
+                yield done
     yield StepEnd(begun.step_id, answer.status, _timings(started, model_started, model_ended))
+
+
+async def _compact(
+    deps: StepDeps, started: Started, tokens_before: int, reason: str
+) -> CompactionDone | None:
+    """One pass; a failure here is logged and never fails the step (the next one retries)."""
+    assert deps.compactor is not None
+    fixed = sum(s.tokens for s in started.plan.sections if s.name in ("system", "head", "memory"))
+    try:
+        return await deps.compactor.run(
+            started.chat, budget_total=started.plan.budget.total, fixed_tokens=fixed,
+            tokens_before=tokens_before, reason=reason,
+        )
+    except Exception:  # the boundary of an optional pass: log it, answer anyway
+        log.exception("compaction failed; the next step will try again")
+        return None
+
+
+async def _replan(deps: StepDeps, started: Started) -> PromptPlan:
+    """The prompt again after a compaction, without this step's own new message in the tail."""
+    budget = started.plan.budget
+    window = await deps.chats.load_window(started.chat, deps.config.window_read_rows, budget.total)
+    mine = started.begun.user_message.position
+    window = replace(window, tail=[m for m in window.tail if m.position < mine])
+    new = started.begun.user_message.content
+    return assemble(window, new, budget, deps.counter)
 
 
 def _timings(started: Started, model_started: float, model_ended: float) -> dict[str, float]:

@@ -124,3 +124,28 @@ def model(fake_server: tuple[FakeOpenAIServer, str]) -> Iterator[FakeOpenAIServe
 @pytest.fixture
 def model_url(fake_server: tuple[FakeOpenAIServer, str]) -> str:
     return fake_server[1]
+
+
+@pytest.fixture(scope="session")
+def fake_helper_server() -> Iterator[tuple[FakeOpenAIServer, str]]:
+    server = FakeOpenAIServer(strict=True)
+    base_url = server.start()
+    yield server, base_url
+    server.stop()
+
+
+@pytest.fixture
+def helper(fake_helper_server: tuple[FakeOpenAIServer, str]) -> Iterator[FakeOpenAIServer]:
+    """The helper role's own fake server (summaries), strict like `model`."""
+    server, _ = fake_helper_server
+    server.script.clear()
+    server.requests.clear()
+    server.unexpected.clear()
+    server.strict = True
+    yield server
+    server.assert_consumed()
+
+
+@pytest.fixture
+def helper_url(fake_helper_server: tuple[FakeOpenAIServer, str]) -> str:
+    return fake_helper_server[1]

@@ -14,7 +14,9 @@ from llm.testing import serve_in_thread, stop_thread_server
 
 
 @pytest.fixture
-def jin_factory(database_url: str, model_url: str) -> Iterator[Callable[..., str]]:
+def jin_factory(
+    database_url: str, model_url: str, helper_url: str
+) -> Iterator[Callable[..., str]]:
     started: list[tuple[Any, Any]] = []
 
     def start(**overrides: Any) -> str:
@@ -22,7 +24,7 @@ def jin_factory(database_url: str, model_url: str) -> Iterator[Callable[..., str
             "database_url": database_url,
             "brain_url": model_url,
             "brain_model": "fake",
-            "helper_url": model_url,
+            "helper_url": helper_url,
             "helper_model": "fake",
             "abort_poll_seconds": 0.05,
             **overrides,

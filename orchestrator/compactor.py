@@ -1,0 +1,132 @@
+"""Running one compaction pass: read the span, summarise it (helper or extractive), verify,
+write the summary row, keep the counters. Ports only.
+
+No lease is needed: the summary row's id is derived from the message it follows, so two workers
+compacting the same chat at once write one row, and a pass lost with its worker is redone by
+the next step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chat.ports import ChatStore
+from chat.types import MESSAGE_OVERHEAD, Chat, Message
+from llm.errors import LLMError
+from llm.ports import ChatModel, TokenCounter
+from llm.types import CompletionRequest, ContentDelta, Finish
+from orchestrator.compaction import (
+    CompactionPolicy,
+    CompactionState,
+    SummaryRejected,
+    after_pass,
+    choose_span,
+    cost,
+    extractive,
+    helper_prompt,
+    may_call_helper,
+    parse_summary,
+    render_span,
+)
+from orchestrator.context import SUMMARY_PREAMBLE, SUMMARY_TAG, fence
+from orchestrator.coverage import extract, keep_missing, verify
+from orchestrator.events import CompactionDone
+
+log = logging.getLogger("jin.compaction")
+
+SPAN_READ_ROWS = 2000
+
+
+@dataclass
+class Compactor:
+    chats: ChatStore
+    helper: ChatModel | None
+    helper_model: str
+    counter: TokenCounter
+    policy: CompactionPolicy = field(default_factory=CompactionPolicy)
+    clock: Callable[[], float] = time.time
+
+    async def run(
+        self, chat: Chat, *, budget_total: int, fixed_tokens: int, tokens_before: int,
+        reason: str,
+    ) -> CompactionDone:
+        """One pass. fixed_tokens: what the prompt holds besides summary and rows (system,
+        head, memory)."""
+        state = CompactionState.from_json(chat.compaction)
+        summary, rows = await self.chats.read_span(chat, SPAN_READ_ROWS)
+        previous = summary.content if summary else ""
+        previous_cost = self._summary_cost(previous)
+        keep = int(budget_total * self.policy.target_ratio) - fixed_tokens - previous_cost
+        span, kept = choose_span(rows, keep, self.policy.span_max_tokens)
+        if len(rows) >= SPAN_READ_ROWS:  # more rows than were read: all of these are old
+            span, kept = choose_span(rows, -1, self.policy.span_max_tokens)
+        if not span:
+            return CompactionDone(None, None, tokens_before, tokens_before, reason, skipped=True)
+
+        text, helper_called, helper_failed = await self._summarise(previous, span, state)
+        items = extract(render_span(span)) + extract(previous)
+        report = verify(items, text, [])
+        text = keep_missing(text, report)
+        new_cost = self._summary_cost(text)
+        tokens_after = fixed_tokens + new_cost + sum(cost(m) for m in kept)
+        row = await self.chats.write_summary(
+            chat.id, span[-1], text, self.counter.count(text),
+            {
+                "covers": [span[0].position, span[-1].position],
+                "messages": len(span),
+                "previous_summary_id": str(summary.id) if summary else None,
+                "helper_model": self.helper_model if helper_called and not helper_failed else None,
+                "fallback": not helper_called or helper_failed,
+                "reason": reason,
+                "tokens_before": tokens_before,
+                "tokens_after": tokens_after,
+                "verification": report.as_json(),
+            },
+        )
+        state = after_pass(
+            state, tokens_before=tokens_before, tokens_after=tokens_after,
+            through=span[-1].position, helper_called=helper_called,
+            helper_failed=helper_failed, now=self.clock(), policy=self.policy,
+        )
+        await self.chats.save_compaction(chat.id, state.to_json())
+        return CompactionDone(
+            summary_id=row.id if row else None,
+            through=span[-1].position,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            reason=reason,
+            skipped=row is None,
+            fallback=not helper_called or helper_failed,
+            coverage=round(report.coverage, 4),
+        )
+
+    def _summary_cost(self, text: str) -> int:
+        if not text.strip():
+            return 0
+        return self.counter.count(fence(SUMMARY_TAG, SUMMARY_PREAMBLE, text)) + MESSAGE_OVERHEAD
+
+    async def _summarise(
+        self, previous: str, span: list[Message], state: CompactionState
+    ) -> tuple[str, bool, bool]:
+        """(summary, helper called, helper failed): the helper's if it can, else extractive."""
+        if self.helper is None or not may_call_helper(state, self.clock()):
+            return extractive(previous, span), False, False
+        request = CompletionRequest(
+            messages=helper_prompt(previous, span), max_tokens=self.policy.answer_tokens,
+            temperature=0.0,
+        )
+        parts: list[str] = []
+        finish: str | None = None
+        try:
+            async for delta in self.helper.stream(request):
+                if isinstance(delta, ContentDelta):
+                    parts.append(delta.text)
+                elif isinstance(delta, Finish):
+                    finish = delta.reason
+            return parse_summary("".join(parts), finish), True, False
+        except (LLMError, SummaryRejected) as exc:
+            log.warning("helper summary failed (%s); writing the extractive summary", exc)
+            return extractive(previous, span), True, True
