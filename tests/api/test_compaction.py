@@ -1,0 +1,89 @@
+"""Compaction through the API: the window stays within budget and facts survive."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+
+from llm.testing import FakeOpenAIServer, Reply
+from orchestrator.compaction import SECTIONS
+from tests.api.sse_client import history, new_chat, stream_step
+
+SMALL = {"context_window": 1800, "max_answer_tokens": 1000, "tail_budget_tokens": 200}
+FILLER = " ".join(f"detail{i % 13}" for i in range(40))
+
+
+def summary_reply(facts: list[str]) -> Reply:
+    body = {s: ["- (none)"] for s in SECTIONS}
+    body["Facts"] = [f"- {f}" for f in facts]
+    return Reply(["\n\n".join(f"## {s}\n" + "\n".join(v) for s, v in body.items())])
+
+
+async def test_a_long_chat_compacts_after_the_answer_and_keeps_what_the_helper_dropped(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(client, settings=SMALL)
+    facts = [f"Room {100 + i} has code K{7000 + i}." for i in range(12)]
+    helper.push(summary_reply(facts[:2]))  # a lossy helper: keeps only two of the facts
+    compactions = []
+    for fact in facts:
+        model.push(Reply([f"Noted: {fact}"]))
+        events = await stream_step(client, chat_id, f"Remember this. {fact} {FILLER}")
+        names = [n for n, _ in events]
+        assert names[-1] == "step_end"
+        if "compaction" in names:
+            # After the answer is complete, before the step ends.
+            assert names.index("compaction") > names.index("message_end")
+            compactions.append(dict(events)["compaction"])
+            break
+    assert compactions, "the chat should have compacted by now"
+    done = compactions[0]
+    assert done["skipped"] is False and done["fallback"] is False
+    assert done["tokens_after"] < done["tokens_before"]
+    assert done["coverage"] < 1.0  # the helper dropped facts...
+
+    rows = await history(client, chat_id)
+    summaries = [r for r in rows if r["kind"] == "summary"]
+    first = summaries[0]
+    report = first["meta"]["verification"]
+    assert report["coverage"] < 1.0 and report["missing"]
+    covered_turns = [r for r in rows if r["kind"] == "user"
+                     and r["position"] <= first["meta"]["covers"][1]]
+    assert covered_turns
+    for row in covered_turns:  # ...and what it dropped was put back verbatim
+        code = next(w for w in row["content"].split() if w.startswith("K")).rstrip(".")
+        assert code in first["content"]
+    assert first["meta"]["helper_model"] == "fake"
+    # The summary sits right after the last message it covers, and the history keeps all rows.
+    covered = next(r for r in rows if r["position"] == first["meta"]["covers"][1])
+    assert first["position"] == covered["position"] + 1
+    turns = len([r for r in rows if r["kind"] == "user"])
+    assert len([r for r in rows if r["kind"] != "summary"]) == 2 * turns
+
+    # The next prompt: system, first exchange, the summary, then what came after it.
+    context = (await client.get(f"/v1/chats/{chat_id}/context")).json()
+    assert context["total_tokens"] <= context["budget"]["total"]
+    names = [s["name"] for s in context["sections"] if s["messages"]]
+    assert names[:3] == ["system", "head", "summary"]
+
+
+async def test_with_the_helper_down_an_extractive_summary_is_written(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer, helper: FakeOpenAIServer
+) -> None:
+    async with httpx.AsyncClient(base_url=jin_factory(), timeout=30) as client:
+        chat_id = await new_chat(client, settings=SMALL)
+        helper.push(Reply(status=503, error="helper down"))  # then it backs off
+        compacted = None
+        for i in range(12):
+            model.push(Reply([f"ok {i}"]))
+            text = f"Invoice INV-{5000 + i} is due 2026-0{i % 9 + 1}-15. {FILLER}"
+            events = await stream_step(client, chat_id, text)
+            compacted = dict(events).get("compaction")
+            if compacted:
+                break
+        assert compacted is not None and compacted["fallback"] is True
+        summary = next(r for r in await history(client, chat_id) if r["kind"] == "summary")
+        assert summary["meta"]["fallback"] is True and summary["meta"]["helper_model"] is None
+        assert summary["meta"]["verification"]["coverage"] == 1.0
+        assert "INV-5000" in summary["content"] and "2026-01-15" in summary["content"]
