@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -22,8 +25,9 @@ from chat.abort_channel import AbortListener
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from llm.embedded import EmbeddedChatServer
+from llm.errors import LLMError
 from llm.onnx_embedder import MODEL_NAME as EMBEDDED_EMBEDDER
-from llm.openai import OpenAIChatModel, new_session
+from llm.openai import OpenAIChatModel, context_window_of, new_session
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
 from orchestrator.compaction import CompactionPolicy
@@ -119,6 +123,21 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
 
+async def _discover_window(config: ProviderConfig, session: Any) -> ProviderConfig:
+    """The brain's context window from its server's `/models`, where it says; else the default."""
+    try:
+        models = await asyncio.wait_for(OpenAIChatModel(config, session).list_models(), 5)
+    except (LLMError, TimeoutError) as exc:
+        log.warning("could not read %s/models (%s); using the default context window",
+                    config.base_url, exc)
+        return config
+    window = context_window_of(models, config.model)
+    if window:
+        log.info("brain context window from /models: %d tokens", window)
+        return replace(config, context_window=window)
+    return config
+
+
 def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None) -> FastAPI:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (jin serve resolves it)")
@@ -149,6 +168,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             connect_timeout=settings.provider_connect_timeout,
             read_timeout=settings.provider_read_timeout,
         )
+        if not brain.embedded and brain.context_window is None:
+            brain = await _discover_window(brain, http)
         chats, counter = PostgresChatStore(engine), TiktokenCounter()
         compactor = Compactor(
             chats=chats,

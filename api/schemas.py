@@ -30,6 +30,8 @@ class ModelSettingsIn(BaseModel):
     max_answer_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
     context_window: int | None = Field(default=None, gt=0, le=10_000_000)
     tail_budget_tokens: int | None = Field(default=None, gt=0, le=10_000_000)
+    compact_trigger_ratio: float | None = Field(default=None, gt=0, le=1)
+    compact_target_ratio: float | None = Field(default=None, gt=0, le=1)
 
 
 class CreateChat(BaseModel):

@@ -41,6 +41,8 @@ class ModelSettings:
     max_answer_tokens: int | None = None
     context_window: int | None = None
     tail_budget_tokens: int | None = None
+    compact_trigger_ratio: float | None = None
+    compact_target_ratio: float | None = None
 
 
 @dataclass(frozen=True)

@@ -135,3 +135,18 @@ class OpenAIChatModel:
             raise MalformedStream("`/models` did not answer JSON") from exc
         data = payload.get("data", []) if isinstance(payload, dict) else []
         return [m for m in data if isinstance(m, dict)]
+
+
+def context_window_of(models: list[dict[str, Any]], model_id: str) -> int | None:
+    """The context window a `/models` listing states for a model, where it says (vLLM's
+    `max_model_len`, `context_length`, `context_window`, llama.cpp's `meta.n_ctx_train`)."""
+    entries = [m for m in models if m.get("id") == model_id] or models[:1]
+    for entry in entries:
+        for key in ("max_model_len", "context_length", "context_window"):
+            value = entry.get(key)
+            if isinstance(value, int) and value > 0:
+                return value
+        meta = entry.get("meta")
+        if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
+            return int(meta["n_ctx_train"])
+    return None

@@ -95,6 +95,11 @@ def decide(
     return Compact("over_trigger")
 
 
+def policy_for(policy: CompactionPolicy, overrides: dict[str, float | None]) -> CompactionPolicy:
+    """The deployment's policy with a chat's own trigger and target, where it sets them."""
+    return replace(policy, **{k: v for k, v in overrides.items() if v is not None})
+
+
 def may_call_helper(state: CompactionState, now: float) -> bool:
     return now >= state.retry_at
 
@@ -227,9 +232,11 @@ def extractive(previous: str, span: list[Message]) -> str:
 def after_pass(
     state: CompactionState, *, tokens_before: int, tokens_after: int, through: int,
     helper_called: bool, helper_failed: bool, now: float, policy: CompactionPolicy,
+    budget_total: int,
 ) -> CompactionState:
     saved = (tokens_before - tokens_after) / tokens_before if tokens_before else 0.0
-    small = saved < policy.min_saving
+    # A pass that saved little, or could not get under the trigger, counts toward anti-thrash.
+    small = saved < policy.min_saving or tokens_after > budget_total * policy.trigger_ratio
     failures = state.helper_failures + 1 if helper_failed else 0 if helper_called else (
         state.helper_failures
     )

@@ -29,6 +29,7 @@ from orchestrator.compaction import (
     helper_prompt,
     may_call_helper,
     parse_summary,
+    policy_for,
     render_span,
 )
 from orchestrator.context import SUMMARY_PREAMBLE, SUMMARY_TAG, fence
@@ -55,14 +56,15 @@ class Compactor:
     ) -> CompactionDone:
         """One pass. fixed_tokens: what the prompt holds besides summary and rows (system,
         head, memory)."""
+        policy = self.policy_for(chat)
         state = CompactionState.from_json(chat.compaction)
         summary, rows = await self.chats.read_span(chat, SPAN_READ_ROWS)
         previous = summary.content if summary else ""
         previous_cost = self._summary_cost(previous)
-        keep = int(budget_total * self.policy.target_ratio) - fixed_tokens - previous_cost
-        span, kept = choose_span(rows, keep, self.policy.span_max_tokens)
+        keep = int(budget_total * policy.target_ratio) - fixed_tokens - previous_cost
+        span, kept = choose_span(rows, keep, policy.span_max_tokens)
         if len(rows) >= SPAN_READ_ROWS:  # more rows than were read: all of these are old
-            span, kept = choose_span(rows, -1, self.policy.span_max_tokens)
+            span, kept = choose_span(rows, -1, policy.span_max_tokens)
         if not span:
             return CompactionDone(None, None, tokens_before, tokens_before, reason, skipped=True)
 
@@ -89,7 +91,8 @@ class Compactor:
         state = after_pass(
             state, tokens_before=tokens_before, tokens_after=tokens_after,
             through=span[-1].position, helper_called=helper_called,
-            helper_failed=helper_failed, now=self.clock(), policy=self.policy,
+            helper_failed=helper_failed, now=self.clock(), policy=policy,
+            budget_total=budget_total,
         )
         await self.chats.save_compaction(chat.id, state.to_json())
         return CompactionDone(
@@ -102,6 +105,12 @@ class Compactor:
             fallback=not helper_called or helper_failed,
             coverage=round(report.coverage, 4),
         )
+
+    def policy_for(self, chat: Chat) -> CompactionPolicy:
+        return policy_for(self.policy, {
+            "trigger_ratio": chat.settings.compact_trigger_ratio,
+            "target_ratio": chat.settings.compact_target_ratio,
+        })
 
     def _summary_cost(self, text: str) -> int:
         if not text.strip():

@@ -273,7 +273,8 @@ async def run_step(
         tokens_next = plan.total_tokens + deps.counter.count(content) + MESSAGE_OVERHEAD
         decision = decide(
             tokens_next, plan.budget.total, bool(plan.left_out or plan.more_before),
-            CompactionState.from_json(started.chat.compaction), deps.compactor.policy,
+            CompactionState.from_json(started.chat.compaction),
+            deps.compactor.policy_for(started.chat),
         )
         if isinstance(decision, Compact):
             done = await _compact(deps, started, tokens_next, decision.reason)

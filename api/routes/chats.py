@@ -14,7 +14,8 @@ from api.problems import Problem
 from api.schemas import CreateChat, UpdateChat, chat_json, message_json
 from chat.ports import NewChat
 from chat.types import Chat, ModelSettings
-from orchestrator.context import assemble
+from orchestrator.compaction import CompactionState, decide
+from orchestrator.context import PromptPlan, assemble
 from orchestrator.step import budget_for, reset_chat
 
 router = APIRouter(prefix="/v1/chats", tags=["chats"])
@@ -125,8 +126,23 @@ async def context(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) ->
         "summary": message_json(window.summary) if window.summary else None,
         "left_out": plan.left_out,
         "would_compact": plan.would_compact,
+        "compaction": _compaction_view(runtime, chat, plan),
         "recalled": [],
     }
+
+
+def _compaction_view(runtime: RuntimeDep, chat: Chat, plan: PromptPlan) -> dict[str, Any]:
+    """What compaction would do next and why, and the chat's counters."""
+    state = CompactionState.from_json(chat.compaction)
+    compactor = runtime.deps.compactor
+    if compactor is None:
+        return {"enabled": False, "state": state.to_json()}
+    decision = decide(
+        plan.total_tokens, plan.budget.total, bool(plan.left_out or plan.more_before), state,
+        compactor.policy_for(chat),
+    )
+    return {"enabled": True, "next": decision.type, "reason": decision.reason,
+            "state": state.to_json()}
 
 
 @router.post("/{chat_id}/reset", status_code=201)

@@ -27,11 +27,14 @@ COUNTER = TiktokenCounter()
 class LossyHelper:
     """A helper that merges honestly but drops each line with some probability (seeded)."""
 
-    def __init__(self, drop: float, seed: int = 7) -> None:
+    def __init__(self, drop: float, seed: int = 7, barrier: asyncio.Barrier | None = None):
         self.drop, self.random, self.calls = drop, random.Random(seed), 0
+        self.barrier = barrier
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[Delta]:
         self.calls += 1
+        if self.barrier is not None:
+            await self.barrier.wait()  # both workers have read the chat before either writes
         prompt = request.messages[-1].content
         previous = re.search(r"<previous-summary>\n(.*?)\n</previous-summary>", prompt, re.S)
         messages = re.search(r"<messages>\n(.*?)\n</messages>", prompt, re.S)
@@ -66,7 +69,10 @@ async def test_two_workers_compacting_the_same_chat_write_one_summary_row(
         await _turn(steps, chat, f"question {i} about LCK-{i:04d}", f"answer {i}")
     chat = await chats.get_chat("t", chat.id)
     assert chat is not None
-    workers = [Compactor(chats, LossyHelper(0.0), "lossy", COUNTER) for _ in range(2)]
+    barrier = asyncio.Barrier(2)
+    workers = [
+        Compactor(chats, LossyHelper(0.0, barrier=barrier), "lossy", COUNTER) for _ in range(2)
+    ]
     results = await asyncio.gather(*(
         w.run(chat, budget_total=200, fixed_tokens=0, tokens_before=300, reason="over_trigger")
         for w in workers

@@ -97,10 +97,17 @@ def test_helper_failures_back_off_with_growing_delays_and_small_passes_count() -
     delays = []
     for _ in range(4):
         state = after_pass(state, tokens_before=1000, tokens_after=500, through=1,
-                           helper_called=True, helper_failed=True, now=100.0, policy=POLICY)
+                           helper_called=True, helper_failed=True, now=100.0, policy=POLICY,
+                           budget_total=10_000)
         delays.append(state.retry_at - 100.0)
     assert delays == [5.0, 10.0, 20.0, 40.0]
     state = after_pass(state, tokens_before=1000, tokens_after=950, through=2,
-                       helper_called=True, helper_failed=False, now=200.0, policy=POLICY)
+                       helper_called=True, helper_failed=False, now=200.0, policy=POLICY,
+                       budget_total=10_000)
     assert state.helper_failures == 0 and state.small_passes == 1 and state.passes == 5
     assert CompactionState.from_json(state.to_json()) == state
+    # A pass that stays over the trigger counts as small too, however much it saved.
+    stuck = after_pass(CompactionState(), tokens_before=4000, tokens_after=900, through=3,
+                       helper_called=True, helper_failed=False, now=0.0, policy=POLICY,
+                       budget_total=1000)
+    assert stuck.small_passes == 1

@@ -66,3 +66,12 @@ def test_finish_carries_reason_and_usage() -> None:
 def test_malformed_payloads_raise(payload: str) -> None:
     with pytest.raises(MalformedStream):
         list(chunk_deltas(payload, ThinkSplitter()))
+
+
+def test_context_window_is_read_from_models_where_the_server_says() -> None:
+    from llm.openai import context_window_of
+
+    assert context_window_of([{"id": "m", "max_model_len": 32768}], "m") == 32768
+    assert context_window_of([{"id": "x"}, {"id": "m", "context_length": 8000}], "m") == 8000
+    assert context_window_of([{"id": "m", "meta": {"n_ctx_train": 4096}}], "m") == 4096
+    assert context_window_of([{"id": "m", "object": "model"}], "m") is None
