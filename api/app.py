@@ -30,6 +30,7 @@ from llm.onnx_embedder import MODEL_NAME as EMBEDDED_EMBEDDER
 from llm.openai import OpenAIChatModel, context_window_of, new_session
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
+from memory.store import PostgresFactStore
 from orchestrator.compaction import CompactionPolicy
 from orchestrator.compactor import Compactor
 from orchestrator.step import StepConfig, StepDeps
@@ -176,6 +177,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             helper=OpenAIChatModel(helper, http),
             helper_model=helper.model,
             counter=counter,
+            facts=PostgresFactStore(engine),
             policy=CompactionPolicy(
                 trigger_ratio=settings.compact_trigger_ratio,
                 target_ratio=settings.compact_target_ratio,

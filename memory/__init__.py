@@ -1,5 +1,4 @@
-"""What outlives the window: recall over past chats and durable facts.
+"""What outlives the window: durable facts now; recall over past chats with the memory issue.
 
-The tables (message_embeddings, memories) are created by migrations/versions/0001_initial.py;
-recall and the memory tools come with the long-term memory issue.
+The tables (memories, message_embeddings) are created by migrations/versions/0001_initial.py.
 """

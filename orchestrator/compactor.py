@@ -18,6 +18,7 @@ from chat.types import MESSAGE_OVERHEAD, Chat, Message
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
 from llm.types import CompletionRequest, ContentDelta, Finish
+from memory.ports import FactStore
 from orchestrator.compaction import (
     CompactionPolicy,
     CompactionState,
@@ -31,6 +32,7 @@ from orchestrator.compaction import (
     parse_summary,
     policy_for,
     render_span,
+    sections_of,
 )
 from orchestrator.context import SUMMARY_PREAMBLE, SUMMARY_TAG, fence
 from orchestrator.coverage import extract, keep_missing, verify
@@ -49,6 +51,7 @@ class Compactor:
     counter: TokenCounter
     policy: CompactionPolicy = field(default_factory=CompactionPolicy)
     clock: Callable[[], float] = time.time
+    facts: FactStore | None = None  # the memory flush writes the summary's facts here
 
     async def run(
         self, chat: Chat, *, budget_total: int, fixed_tokens: int, tokens_before: int,
@@ -72,6 +75,9 @@ class Compactor:
         items = extract(render_span(span)) + extract(previous)
         report = verify(items, text, [])
         text = keep_missing(text, report)
+        if self.facts is not None:  # the memory flush: durable facts outlive the summary
+            facts = [ln for ln in sections_of(text).get("Facts", []) if ln != "- (none)"]
+            await self.facts.remember(chat.tenant_id, chat.user_id, facts, [m.id for m in span])
         new_cost = self._summary_cost(text)
         tokens_after = fixed_tokens + new_cost + sum(cost(m) for m in kept)
         row = await self.chats.write_summary(

@@ -6,6 +6,9 @@ from collections.abc import Callable
 
 import httpx
 
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from llm.testing import FakeOpenAIServer, Reply
 from orchestrator.compaction import SECTIONS
 from tests.api.sse_client import history, new_chat, stream_step
@@ -21,7 +24,8 @@ def summary_reply(facts: list[str]) -> Reply:
 
 
 async def test_a_long_chat_compacts_after_the_answer_and_keeps_what_the_helper_dropped(
-    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer
+    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer,
+    engine: AsyncEngine,
 ) -> None:
     chat_id = await new_chat(client, settings=SMALL)
     facts = [f"Room {100 + i} has code K{7000 + i}." for i in range(12)]
@@ -60,6 +64,14 @@ async def test_a_long_chat_compacts_after_the_answer_and_keeps_what_the_helper_d
     assert first["position"] == covered["position"] + 1
     turns = len([r for r in rows if r["kind"] == "user"])
     assert len([r for r in rows if r["kind"] != "summary"]) == 2 * turns
+
+    # The memory flush wrote the summary's facts as durable facts of this user, once each.
+    async with engine.connect() as conn:
+        stored = (await conn.execute(text(
+            "SELECT text FROM memories WHERE tenant_id = 'default' AND user_id = 'u1'"
+        ))).scalars().all()
+    assert {f"Room {100 + i} has code K{7000 + i}." for i in range(2)} <= set(stored)
+    assert len(stored) == len(set(stored))
 
     # The next prompt: system, first exchange, the summary, then what came after it.
     context = (await client.get(f"/v1/chats/{chat_id}/context")).json()
