@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -37,3 +39,27 @@ async def seed_history(
              "tokens": words * 2 + 3, "cost": words * 2 + 3 + MESSAGE_OVERHEAD},
         )
         await conn.execute(text("ANALYZE messages"))
+
+
+_APPEND = text("""
+WITH pos AS (
+    UPDATE chats SET last_position = last_position + :gap, token_total = token_total + :cost
+    WHERE id = :chat RETURNING last_position, token_total
+)
+INSERT INTO messages (id, chat_id, position, kind, content, status, token_count, tokens_after,
+                      meta)
+SELECT gen_random_uuid(), :chat, last_position, :kind, :content, 'complete', :tokens,
+       token_total, CAST(:meta AS jsonb)
+FROM pos""")
+
+
+async def append_rows(
+    engine: AsyncEngine, chat_id: uuid.UUID, rows: list[tuple[str, str, dict[str, Any], int]]
+) -> None:
+    """Append (kind, content, meta, token_count) rows, e.g. a tool call and its result."""
+    async with engine.begin() as conn:
+        for kind, content, meta, tokens in rows:
+            await conn.execute(_APPEND, {
+                "chat": chat_id, "gap": POSITION_GAP, "cost": tokens + MESSAGE_OVERHEAD,
+                "kind": kind, "content": content, "tokens": tokens, "meta": json.dumps(meta),
+            })

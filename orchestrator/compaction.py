@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
@@ -21,6 +22,8 @@ from llm.types import PromptMessage
 from orchestrator.coverage import extract
 
 SECTIONS = ("Resolved", "Pending", "Active task", "Decisions", "Facts")
+KEPT = "Kept verbatim"  # lines verification put back (orchestrator/coverage.py)
+SPILLED = "- (older facts are kept in durable memory)"
 
 HELPER_SYSTEM = (
     "You maintain the running summary of a conversation between a user and an assistant.\n"
@@ -48,6 +51,7 @@ class CompactionPolicy:
     backoff_max: float = 600.0
     span_max_tokens: int = 6000  # the most one helper call is given to summarise
     answer_tokens: int = 1024  # the helper's answer budget
+    summary_max_ratio: float = 0.25  # above this share of the budget, facts spill to memory
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,7 @@ def sections_of(text: str) -> dict[str, list[str]]:
         match = _HEADING.match(line.strip())
         if match:
             name = match.group(1).strip().lower()
-            current = next((s for s in SECTIONS if s.lower() == name), None)
+            current = next((s for s in (*SECTIONS, KEPT) if s.lower() == name), None)
             if current is not None:
                 out.setdefault(current, [])
             continue
@@ -191,9 +195,33 @@ def sections_of(text: str) -> dict[str, list[str]]:
 
 
 def render_sections(sections: dict[str, list[str]]) -> str:
+    names = [*SECTIONS, KEPT] if sections.get(KEPT) else list(SECTIONS)
     return "\n\n".join(
-        f"## {name}\n" + "\n".join(sections.get(name) or ["- (none)"]) for name in SECTIONS
+        f"## {name}\n" + "\n".join(sections.get(name) or ["- (none)"]) for name in names
     ) + "\n"
+
+
+def fact_lines(summary: str) -> list[str]:
+    """The lines a memory flush keeps: the facts, and what verification put back."""
+    sections = sections_of(summary)
+    lines = sections.get("Facts", []) + sections.get(KEPT, [])
+    return [line for line in lines if line not in ("- (none)", SPILLED)]
+
+
+def trim_summary(summary: str, cap_tokens: int, measure: Callable[[str], int]) -> str:
+    """Drop the oldest fact lines (put back lines first) until the summary fits cap_tokens;
+    the caller has written them to durable memory. Other sections are never trimmed."""
+    sections = sections_of(summary)
+    text = render_sections(sections)
+    for name in (KEPT, "Facts"):
+        lines = [line for line in sections.get(name, []) if line != SPILLED]
+        while lines and measure(text) > cap_tokens:
+            lines.pop(0)
+            sections[name] = [SPILLED, *lines] if name == "Facts" else lines
+            text = render_sections(sections)
+        if measure(text) <= cap_tokens:
+            break
+    return text
 
 
 def parse_summary(text: str, finish_reason: str | None) -> str:
@@ -214,6 +242,7 @@ def extractive(previous: str, span: list[Message]) -> str:
     merged = {name: list(sections.get(name, [])) for name in SECTIONS}
     merged["Pending"] = [line for line in merged["Pending"] if line != "- (none)"]
     merged["Facts"] = [line for line in merged["Facts"] if line != "- (none)"]
+    merged[KEPT] = list(sections.get(KEPT, []))
     for m in span:
         for line in m.content.splitlines():
             stripped = line.strip()

@@ -27,12 +27,13 @@ from orchestrator.compaction import (
     choose_span,
     cost,
     extractive,
+    fact_lines,
     helper_prompt,
     may_call_helper,
     parse_summary,
     policy_for,
     render_span,
-    sections_of,
+    trim_summary,
 )
 from orchestrator.context import SUMMARY_PREAMBLE, SUMMARY_TAG, fence
 from orchestrator.coverage import extract, keep_missing, verify
@@ -73,11 +74,19 @@ class Compactor:
 
         text, helper_called, helper_failed = await self._summarise(previous, span, state)
         items = extract(render_span(span)) + extract(previous)
-        report = verify(items, text, [])
-        text = keep_missing(text, report)
-        if self.facts is not None:  # the memory flush: durable facts outlive the summary
-            facts = [ln for ln in sections_of(text).get("Facts", []) if ln != "- (none)"]
-            await self.facts.remember(chat.tenant_id, chat.user_id, facts, [m.id for m in span])
+        helper_report = verify(items, text, [])
+        text = keep_missing(text, helper_report)
+        remembered: list[str] = []
+        if self.facts is not None:
+            # The memory flush: durable facts outlive the summary, so the summary may stay
+            # bounded; what it sheds is in memory, where verification finds it.
+            remembered = fact_lines(text)
+            await self.facts.remember(
+                chat.tenant_id, chat.user_id, remembered, [m.id for m in span]
+            )
+            cap = int(budget_total * policy.summary_max_ratio)
+            text = trim_summary(text, cap, self._summary_cost)
+        report = verify(items, text, remembered)
         new_cost = self._summary_cost(text)
         tokens_after = fixed_tokens + new_cost + sum(cost(m) for m in kept)
         row = await self.chats.write_summary(
@@ -91,7 +100,9 @@ class Compactor:
                 "reason": reason,
                 "tokens_before": tokens_before,
                 "tokens_after": tokens_after,
-                "verification": report.as_json(),
+                "verification": {
+                    **report.as_json(), "summary_coverage": round(helper_report.coverage, 4),
+                },
             },
         )
         state = after_pass(

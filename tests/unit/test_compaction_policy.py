@@ -111,3 +111,17 @@ def test_helper_failures_back_off_with_growing_delays_and_small_passes_count() -
                        helper_called=True, helper_failed=False, now=0.0, policy=POLICY,
                        budget_total=1000)
     assert stuck.small_passes == 1
+
+
+def test_an_oversized_summary_sheds_its_oldest_facts_and_only_facts() -> None:
+    from orchestrator.compaction import SPILLED, fact_lines, sections_of, trim_summary
+
+    facts = [f"- fact number {i} with code LCK-{i:04d}" for i in range(100)]
+    big = "\n".join(f"## {s}\n- keep {s}" for s in SECTIONS[:4]) + "\n## Facts\n" + "\n".join(facts)
+    assert fact_lines(big) == facts
+    trimmed = trim_summary(big, 200, lambda t: len(t.split()))
+    assert len(trimmed.split()) <= 200
+    kept = sections_of(trimmed)
+    assert kept["Facts"][0] == SPILLED and kept["Facts"][-1] == facts[-1]  # newest stay
+    assert all(kept[s] == [f"- keep {s}"] for s in SECTIONS[:4])
+    assert trim_summary(big, 10_000, lambda t: len(t.split())).count("LCK-") == 100
