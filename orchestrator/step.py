@@ -215,12 +215,14 @@ async def run_step(
     begun, plan = started.begun, started.plan
     message_id = begun.assistant_message_id
     yield StepStart(begun.step_id, started.chat.id, begun.user_message.id)
+    compacted = False
     if deps.compactor is not None and (plan.left_out or plan.more_before):
         # The window cannot hold what is after the summary: compact before the brain reads it,
         # so that no message leaves the window without a summary.
         done = await _compact(deps, started, plan.total_tokens, "rows_left_out")
         if done is not None:
             yield done
+            compacted = not done.skipped
             plan = await _replan(deps, started)
             started = replace(started, plan=plan)
     yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, [])
@@ -267,7 +269,8 @@ async def run_step(
     if answer.error is not None:
         yield MessageError(message_id, *answer.error)
     yield MessageEnd(message_id, answer.status, answer.usage)
-    if deps.compactor is not None and answer.status == "complete":
+    if deps.compactor is not None and answer.status == "complete" and not compacted:
+        # (One pass a step: a chat that just compacted before the brain waits for the next.)
         # After the answer, for the next step: never delays message_end.
         content, _ = answer.partial()
         tokens_next = plan.total_tokens + deps.counter.count(content) + MESSAGE_OVERHEAD

@@ -102,3 +102,29 @@ async def test_with_the_helper_down_an_extractive_summary_is_written(
             stored = "\n".join((await conn.execute(text("SELECT text FROM memories"))).scalars())
         for item in ("INV-5000", "2026-01-15", "INV-5001"):
             assert item in summary["content"] or item in stored
+
+
+async def test_a_compaction_lost_with_its_worker_is_done_by_the_next_step_before_the_brain(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer,
+    engine: AsyncEngine,
+) -> None:
+    """History that outgrew the window with no summary (the worker that should have compacted
+    it died): the next step compacts first, so no message leaves the window unsummarised."""
+    import uuid
+
+    from chat.testing import seed_history
+
+    chat_id = await new_chat(client, settings=SMALL)
+    await seed_history(engine, uuid.UUID(chat_id), 60, words=30)  # ~4,000 tokens, budget 800
+    helper.push(summary_reply(["the seeded questions were about lorem"]))
+    model.push(Reply(["fine"]))
+    events = await stream_step(client, chat_id, "where were we?")
+    names = [n for n, _ in events]
+    assert names.index("compaction") < names.index("message_start")
+    done = dict(events)["compaction"]
+    assert done["reason"] == "rows_left_out" and not done["skipped"]
+    context = dict(events)["context"]
+    assert context["total_tokens"] <= context["budget"]
+    sent = model.requests[-1]["messages"]
+    assert any(m["content"].startswith("<conversation-summary>") for m in sent)
+    assert sent[-1] == {"role": "user", "content": "where were we?"}
