@@ -8,6 +8,8 @@ to outcome committed) and model (provider request to last chunk); overhead = tot
 
 Prints medians and p99s at 10, 1,000 and 100,000 messages of history, their ratio to the
 10-message figure, and steps/s with 32 concurrent chats. Never passes or fails on time.
+Long chats are seeded as jin leaves them: with a summary row before their newest 40 rows
+(compaction keeps running as the benchmark adds turns, as in production).
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.database import create_engine  # noqa: E402
 from bench.harness import database, fake_model, jin_worker  # noqa: E402
-from chat.testing import seed_history  # noqa: E402
+from chat.testing import seed_history, seed_summary  # noqa: E402
+
+SUMMARISED_ABOVE = 60  # seeded chats longer than this get a summary row...
+KEPT_AFTER_SUMMARY = 40  # ...before their newest 40 rows
+SUMMARY = "## Facts\n" + "\n".join(f"- seeded fact {i}: code LCK-{i:04d}" for i in range(30))
 
 # LangGraph + PostgresSaver + trim_messages, measured on this machine (issue #2).
 PEER = {10: 13.6, 1_000: 66.0, 10_000: 569.0}
@@ -49,6 +55,9 @@ async def make_chats(client: aiohttp.ClientSession, engine, n_chats: int, size: 
             ids.append((await r.json())["id"])
         if size:
             await seed_history(engine, uuid.UUID(ids[-1]), size)
+        if size > SUMMARISED_ABOVE:
+            # A long chat as jin leaves it: compacted, a summary row before its newest rows.
+            await seed_summary(engine, uuid.UUID(ids[-1]), KEPT_AFTER_SUMMARY, SUMMARY, 400)
     return ids
 
 

@@ -27,6 +27,24 @@ UPDATE chats SET last_position = (SELECT max(position) FROM rows),
 WHERE id = :chat""")
 
 
+_SUMMARY = text("""
+INSERT INTO messages (id, chat_id, position, kind, content, status, token_count, tokens_after)
+SELECT gen_random_uuid(), :chat, position + 1, 'summary', :content, 'complete', :tokens,
+       tokens_after
+FROM messages WHERE chat_id = :chat AND kind <> 'summary'
+ORDER BY position DESC OFFSET :keep LIMIT 1""")
+
+
+async def seed_summary(
+    engine: AsyncEngine, chat_id: uuid.UUID, keep: int, content: str, tokens: int
+) -> None:
+    """A summary row before the newest `keep` rows: a long chat as compaction leaves it."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            _SUMMARY, {"chat": chat_id, "keep": keep, "content": content, "tokens": tokens}
+        )
+
+
 async def seed_history(
     engine: AsyncEngine, chat_id: uuid.UUID, n: int, *, words: int = 30
 ) -> None:

@@ -127,6 +127,13 @@ class FakeOpenAIServer:
             ]
         )
 
+    def reset(self, *, strict: bool) -> None:
+        """Forget the script and the calls seen (between tests)."""
+        self.script.clear()
+        self.requests.clear()
+        self.unexpected.clear()
+        self.strict = strict
+
     def push(self, *replies: Reply) -> None:
         self.script.extend(replies)
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from chat.types import MESSAGE_OVERHEAD, Message
 from llm.types import PromptMessage
+from orchestrator.context import units
 from orchestrator.coverage import extract
 
 SECTIONS = ("Resolved", "Pending", "Active task", "Decisions", "Facts")
@@ -112,16 +113,6 @@ def cost(message: Message) -> int:
     return message.token_count + MESSAGE_OVERHEAD
 
 
-def _units(rows: list[Message]) -> list[list[Message]]:
-    units: list[list[Message]] = []
-    for row in rows:
-        if row.kind == "tool" and units:
-            units[-1].append(row)
-        else:
-            units.append([row])
-    return units
-
-
 def choose_span(
     rows: list[Message], keep_tokens: int, max_span_tokens: int
 ) -> tuple[list[Message], list[Message]]:
@@ -131,24 +122,24 @@ def choose_span(
     user message on). Span: the oldest units before those, at most max_span_tokens (at least one
     unit, so a pass always makes progress).
     """
-    units = _units(rows)
-    last_user = max((i for i, u in enumerate(units) if u[0].kind == "user"), default=len(units))
-    start, used = len(units), 0
-    for i in range(len(units) - 1, -1, -1):
-        unit_cost = sum(cost(m) for m in units[i])
+    groups = units(rows)
+    last_user = max((i for i, u in enumerate(groups) if u[0].kind == "user"), default=len(groups))
+    start, used = len(groups), 0
+    for i in range(len(groups) - 1, -1, -1):
+        unit_cost = sum(cost(m) for m in groups[i])
         if i < last_user and used + unit_cost > keep_tokens:
             break
         start, used = i, used + unit_cost
     span_units: list[list[Message]] = []
     taken = 0
-    for unit in units[:start]:
+    for unit in groups[:start]:
         unit_cost = sum(cost(m) for m in unit)
         if span_units and taken + unit_cost > max_span_tokens:
             break
         span_units.append(unit)
         taken += unit_cost
     span = [m for u in span_units for m in u]
-    kept = [m for u in units[len(span_units) :] for m in u]
+    kept = [m for u in groups[len(span_units) :] for m in u]
     return span, kept
 
 
@@ -214,13 +205,28 @@ def trim_summary(summary: str, cap_tokens: int, measure: Callable[[str], int]) -
     sections = sections_of(summary)
     text = render_sections(sections)
     for name in (KEPT, "Facts"):
-        lines = [line for line in sections.get(name, []) if line != SPILLED]
-        while lines and measure(text) > cap_tokens:
-            lines.pop(0)
-            sections[name] = [SPILLED, *lines] if name == "Facts" else lines
-            text = render_sections(sections)
         if measure(text) <= cap_tokens:
             break
+        lines = [line for line in sections.get(name, []) if line != SPILLED]
+
+        def keeping(
+            n: int, name: str = name, lines: list[str] = lines,
+            sections: dict[str, list[str]] = sections,
+        ) -> str:
+            kept = lines[len(lines) - n :] if n else []
+            spilled = [SPILLED, *kept] if name == "Facts" else kept
+            return render_sections({**sections, name: spilled})
+
+        # The most of the newest lines that fit, by bisection: O(log n) measurements.
+        low, high = 0, len(lines)
+        while low < high:
+            mid = (low + high + 1) // 2
+            if measure(keeping(mid)) <= cap_tokens:
+                low = mid
+            else:
+                high = mid - 1
+        sections = sections_of(keeping(low))
+        text = render_sections(sections)
     return text
 
 

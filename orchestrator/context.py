@@ -106,7 +106,7 @@ def _cost(message: Message) -> int:
     return message.token_count + MESSAGE_OVERHEAD
 
 
-def _units(tail: list[Message]) -> list[list[Message]]:
+def units(tail: list[Message]) -> list[list[Message]]:
     """Group rows so a tool call and its results are never split: tool rows join the row before."""
     units: list[list[Message]] = []
     for message in tail:
@@ -123,17 +123,17 @@ def select_tail(tail: list[Message], budget_tokens: int) -> list[Message]:
     The current turn (from the last user message on, so the last answer too) is always kept, even
     over budget, and a tool call is never separated from its results.
     """
-    units = _units(tail)
-    last_user = max((i for i, u in enumerate(units) if u[0].kind == "user"), default=len(units))
-    last_answer = max((i for i, u in enumerate(units) if u[0].kind == "assistant"), default=0)
+    groups = units(tail)
+    last_user = max((i for i, u in enumerate(groups) if u[0].kind == "user"), default=len(groups))
+    last_answer = max((i for i, u in enumerate(groups) if u[0].kind == "assistant"), default=0)
     required_from = min(last_user, last_answer)
-    start, used = len(units), 0
-    for i in range(len(units) - 1, -1, -1):
-        cost = sum(_cost(m) for m in units[i])
+    start, used = len(groups), 0
+    for i in range(len(groups) - 1, -1, -1):
+        cost = sum(_cost(m) for m in groups[i])
         if used + cost > budget_tokens and i < required_from:
             break
         start, used = i, used + cost
-    return [m for unit in units[start:] for m in unit]
+    return [m for unit in groups[start:] for m in unit]
 
 
 def assemble(
@@ -198,7 +198,7 @@ def _rows_section(name: str, rows: list[Message]) -> Section:
 def _fit_newest(rows: list[Message], room: int) -> list[Message]:
     """The newest whole units of rows (a tool call with its results) that fit in room."""
     kept: list[list[Message]] = []
-    for unit in reversed(_units(rows)):
+    for unit in reversed(units(rows)):
         cost = sum(_cost(m) for m in unit)
         if cost > room:
             break

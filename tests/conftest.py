@@ -101,49 +101,39 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     await eng.dispose()
 
 
-@pytest.fixture(scope="session")
-def fake_server() -> Iterator[tuple[FakeOpenAIServer, str]]:
+def _serve_fake() -> Iterator[tuple[FakeOpenAIServer, str]]:
     server = FakeOpenAIServer(strict=True)
     base_url = server.start()
     yield server, base_url
     server.stop()
 
 
-@pytest.fixture
-def model(fake_server: tuple[FakeOpenAIServer, str]) -> Iterator[FakeOpenAIServer]:
-    """The fake model server, strict: a call with no scripted reply fails the test."""
-    server, _ = fake_server
-    server.script.clear()
-    server.requests.clear()
-    server.unexpected.clear()
-    server.strict = True
+def _strict(server: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    """A clean script for one test; a call with no scripted reply, or a reply never used,
+    fails it."""
+    server.reset(strict=True)
     yield server
     server.assert_consumed()
+
+
+# Two OpenAI-compatible fakes: the brain's and the helper's (summaries), each with its script.
+fake_server = pytest.fixture(scope="session")(_serve_fake)
+fake_helper_server = pytest.fixture(scope="session", name="fake_helper_server")(_serve_fake)
+
+
+@pytest.fixture
+def model(fake_server: tuple[FakeOpenAIServer, str]) -> Iterator[FakeOpenAIServer]:
+    yield from _strict(fake_server[0])
+
+
+@pytest.fixture
+def helper(fake_helper_server: tuple[FakeOpenAIServer, str]) -> Iterator[FakeOpenAIServer]:
+    yield from _strict(fake_helper_server[0])
 
 
 @pytest.fixture
 def model_url(fake_server: tuple[FakeOpenAIServer, str]) -> str:
     return fake_server[1]
-
-
-@pytest.fixture(scope="session")
-def fake_helper_server() -> Iterator[tuple[FakeOpenAIServer, str]]:
-    server = FakeOpenAIServer(strict=True)
-    base_url = server.start()
-    yield server, base_url
-    server.stop()
-
-
-@pytest.fixture
-def helper(fake_helper_server: tuple[FakeOpenAIServer, str]) -> Iterator[FakeOpenAIServer]:
-    """The helper role's own fake server (summaries), strict like `model`."""
-    server, _ = fake_helper_server
-    server.script.clear()
-    server.requests.clear()
-    server.unexpected.clear()
-    server.strict = True
-    yield server
-    server.assert_consumed()
 
 
 @pytest.fixture
