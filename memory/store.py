@@ -13,7 +13,8 @@ from memory.facts import clean, normalize
 # its new sources; otherwise it is added.
 _REMEMBER = text("""
 INSERT INTO memories (id, tenant_id, user_id, text, normalized, source_message_ids)
-VALUES (:id, :t, :u, :text, :norm, CAST(:sources AS uuid[]))
+SELECT gen_random_uuid(), :t, :u, f.text, f.norm, CAST(:sources AS uuid[])
+FROM unnest(CAST(:texts AS text[]), CAST(:norms AS text[])) AS f(text, norm)
 ON CONFLICT (tenant_id, user_id, normalized) WHERE valid_to IS NULL
 DO UPDATE SET updated_at = now(),
     source_message_ids = ARRAY(
@@ -28,20 +29,19 @@ class PostgresFactStore:
     async def remember(
         self, tenant_id: str, user_id: str, facts: list[str], sources: list[uuid.UUID]
     ) -> int:
-        new = 0
-        seen: set[str] = set()
-        async with self._db.connect() as conn:
-            for fact in facts:
-                norm = normalize(fact)
-                if not norm or norm in seen:
-                    continue
-                seen.add(norm)
-                row = (
-                    await conn.execute(
-                        _REMEMBER,
-                        {"id": uuid.uuid4(), "t": tenant_id, "u": user_id, "text": clean(fact),
-                         "norm": norm, "sources": [str(s) for s in sources]},
-                    )
-                ).first()
-                new += int(bool(row and row[0]))
-        return new
+        by_norm: dict[str, str] = {}
+        for fact in facts:
+            norm = normalize(fact)
+            if norm and norm not in by_norm:
+                by_norm[norm] = clean(fact)
+        if not by_norm:
+            return 0
+        async with self._db.connect() as conn:  # one statement for the whole batch
+            rows = (
+                await conn.execute(
+                    _REMEMBER,
+                    {"t": tenant_id, "u": user_id, "texts": list(by_norm.values()),
+                     "norms": list(by_norm), "sources": [str(s) for s in sources]},
+                )
+            ).all()
+        return sum(1 for row in rows if row[0])

@@ -80,10 +80,10 @@ class Compactor:
         if self.facts is not None:
             # The memory flush: durable facts outlive the summary, so the summary may stay
             # bounded; what it sheds is in memory, where verification finds it.
-            remembered = fact_lines(text)
-            await self.facts.remember(
-                chat.tenant_id, chat.user_id, remembered, [m.id for m in span]
-            )
+            earlier = fact_lines(previous)  # remembered by the passes that wrote them
+            fresh = [line for line in fact_lines(text) if line not in set(earlier)]
+            await self.facts.remember(chat.tenant_id, chat.user_id, fresh, [m.id for m in span])
+            remembered = earlier + fresh
             cap = int(budget_total * policy.summary_max_ratio)
             text = trim_summary(text, cap, self._summary_cost)
         report = verify(items, text, remembered)
