@@ -188,11 +188,14 @@ async def run(args: argparse.Namespace, db_url: str, jin_url: str) -> None:
     await engine.dispose()
 
 
-async def run_throughput(args: argparse.Namespace, db_url: str, jin_url: str, workers: int) -> None:
+async def run_throughput(
+    args: argparse.Namespace, db_url: str, jin_url: str, workers: int, note: str = ""
+) -> None:
     engine = create_engine(db_url, pool_size=4)
     async with client_session(jin_url) as client:
         c = await concurrent(client, engine, args.concurrency, args.seconds)
-    print(f"{args.concurrency} concurrent chats, {workers} worker processes, {args.seconds:.0f} s: "
+    label = f"{workers} worker process{'es' if workers > 1 else ''}" + (f", {note}" if note else "")
+    print(f"{args.concurrency} concurrent chats, {label}, {args.seconds:.0f} s: "
           f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
           f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms")
     await engine.dispose()
@@ -214,6 +217,11 @@ def main() -> None:
         # machine has 2 cores, shared with Postgres, the fake model and this client).
         jin2 = jin_worker(stack, db_url, model_url, workers=2)
         asyncio.run(run_throughput(args, db_url, jin2, 2))
+        # The same with compaction off: the step alone. (With it on, the chats outgrow the
+        # trigger during the run; the fake helper writes no valid summary, so every pass takes
+        # the extractive path.)
+        bare = jin_worker(stack, db_url, model_url, JIN_COMPACTION="false")
+        asyncio.run(run_throughput(args, db_url, bare, 1, "compaction off"))
 
 
 if __name__ == "__main__":
