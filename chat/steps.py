@@ -28,6 +28,7 @@ from chat.tables import (
     MESSAGE_COLUMNS,
     STEP_COLUMNS,
     chat_from_row,
+    fetch,
     message_from_row,
     step_from_row,
 )
@@ -162,9 +163,10 @@ class PostgresStepStore:
         # no transaction of their own: each is atomic, and nobody else writes the turn.
         async with self._db.connect() as conn:
             try:
-                row = (await conn.execute(_ACQUIRE, params)).mappings().first()
-                if row is None:
+                rows = await fetch(conn, _ACQUIRE, params)
+                if not rows:
                     return await _why_not(conn, params)
+                row = rows[0]
                 chat = chat_from_row(row)
                 if row["previous_step"] is not None:
                     await conn.execute(_SWEEP, {**params, "overhead": MESSAGE_OVERHEAD})
@@ -228,7 +230,8 @@ class PostgresStepStore:
         timings: dict[str, float],
     ) -> bool:
         async with self._db.connect() as conn:
-            written = await conn.execute(
+            written = await fetch(
+                conn,
                 _FINISH,
                 {
                     "chat": chat_id,
@@ -245,7 +248,7 @@ class PostgresStepStore:
                     "timings": json.dumps(timings),
                 },
             )
-            return written.first() is not None
+            return bool(written)
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:
         async with self._db.connect() as conn:
@@ -307,7 +310,8 @@ async def _outcome(conn: AsyncConnection, chat_id: Any, key: str) -> StepOutcome
 async def _begin(conn: AsyncConnection, request: OpenStep) -> BegunStep:
     user_id, assistant_id = uuid.uuid4(), uuid.uuid4()
     position, created_at = (
-        await conn.execute(
+        await fetch(
+            conn,
             _BEGIN,
             {
                 "gap": POSITION_GAP,
@@ -322,7 +326,7 @@ async def _begin(conn: AsyncConnection, request: OpenStep) -> BegunStep:
                 "cost": request.token_count + MESSAGE_OVERHEAD,
             },
         )
-    ).one()
+    )[0]
     user_message = Message(
         id=user_id, chat_id=request.chat_id, position=position - POSITION_GAP, kind="user",
         content=request.content, status="complete", token_count=request.token_count,

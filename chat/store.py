@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chat.ports import NewChat
-from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, message_from_row
+from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, fetch, message_from_row
 from chat.types import (
     MESSAGE_OVERHEAD,
     POSITION_GAP,
@@ -68,26 +68,17 @@ UNION ALL
 """)
 
 
-# The same query with asyncpg's positional parameters.
-WINDOW_SQL_PG = (
-    str(WINDOW_SQL).replace(":chat", "$1").replace(":threshold", "$2").replace(":limit", "$3")
-)
-
-
 async def read_window(
     conn: AsyncConnection, chat: Chat, max_rows: int, budget_tokens: int
 ) -> Window:
     """The window of a chat, read on a connection (so a step can read it in its transaction).
 
     The hottest query of a step, and up to a budget's worth of rows: it goes to asyncpg directly
-    (a prepared statement; rows to dataclasses without SQLAlchemy's result layer, which cost
-    more than the query itself for a hundred rows).
+    (chat.tables.fetch).
     """
-    raw = (await conn.get_raw_connection()).driver_connection
-    assert raw is not None
-    rows = await raw.fetch(
-        WINDOW_SQL_PG, chat.id, chat.token_total - budget_tokens, max_rows + 1
-    )
+    rows = await fetch(conn, WINDOW_SQL, {
+        "chat": chat.id, "threshold": chat.token_total - budget_tokens, "limit": max_rows + 1,
+    })
     messages = [message_from_row(row) for row in rows]
     summary = next((m for m in messages if m.kind == "summary"), None)
     cut_at = summary.position if summary else -1
