@@ -20,7 +20,7 @@ from typing import Any, Literal
 from chat.types import MESSAGE_OVERHEAD, Message
 from llm.types import PromptMessage
 from orchestrator.context import units
-from orchestrator.coverage import extract
+from orchestrator.coverage import may_hold_items
 
 SECTIONS = ("Resolved", "Pending", "Active task", "Decisions", "Facts")
 KEPT = "Kept verbatim"  # lines verification put back (orchestrator/coverage.py)
@@ -256,7 +256,7 @@ def extractive(previous: str, span: list[Message]) -> str:
                 continue
             if m.kind == "user" and stripped.endswith("?"):
                 merged["Pending"].append(f"- [{m.kind}] {stripped}")
-            elif extract(stripped):
+            elif may_hold_items(stripped):
                 merged["Facts"].append(f"- [{m.kind}] {stripped}")
     users = [m for m in span if m.kind == "user" and m.content.strip()]
     if users:

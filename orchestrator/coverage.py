@@ -29,6 +29,13 @@ NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+(?: [A-Z][a-z]+)*")
 QUESTION = re.compile(r"[^.!?\n]*\?")
 
 KINDS = ("url", "email", "date", "quoted", "identifier", "number", "name", "question")
+_ANY = re.compile("|".join(f"(?:{p.pattern})" for p in (
+    URL, EMAIL, DATE, QUOTED, IDENTIFIER, NUMBER, NAME, QUESTION)))
+
+
+def may_hold_items(text: str) -> bool:
+    """A cheap test, never false when extract() would find an item: one search of one pattern."""
+    return _ANY.search(text) is not None
 
 
 @dataclass(frozen=True)
