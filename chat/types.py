@@ -12,10 +12,6 @@ MessageStatus = Literal["complete", "streaming", "interrupted", "failed"]
 StepStatus = Literal["running", "complete", "interrupted", "failed"]
 BusyPolicy = Literal["queue", "reject", "interrupt"]
 
-MESSAGE_KINDS: tuple[MessageKind, ...] = (
-    "user", "assistant", "tool", "system", "summary", "marker",
-)
-BUSY_POLICIES: tuple[BusyPolicy, ...] = ("queue", "reject", "interrupt")
 
 # Messages of a step take positions POSITION_GAP apart, so that a summary row can be placed
 # right after the message it follows (position + 1) without renumbering anything.

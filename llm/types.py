@@ -67,11 +67,3 @@ class Finish:
 
 
 Delta = ContentDelta | ReasoningDelta | Finish
-
-
-@dataclass(frozen=True)
-class Completion:
-    content: str
-    reasoning: str
-    finish_reason: str | None
-    usage: dict[str, Any]

@@ -28,7 +28,6 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:\s?%)?(?![\w.])")
 NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+(?: [A-Z][a-z]+)*")
 QUESTION = re.compile(r"[^.!?\n]*\?")
 
-KINDS = ("url", "email", "date", "quoted", "identifier", "number", "name", "question")
 _ANY = re.compile("|".join(f"(?:{p.pattern})" for p in (
     URL, EMAIL, DATE, QUOTED, IDENTIFIER, NUMBER, NAME, QUESTION)))
 

@@ -249,6 +249,7 @@ async def run_step(
                 answer.usage, answer.finished = delta.usage or None, True
         if abort.event.is_set() and not answer.finished:
             answer.status = "interrupted"
+            log.info("step %s interrupted: %s", begun.step_id, abort.reason)
     except LLMError as exc:
         answer.status, answer.error = "failed", (exc.code, str(exc))
         log.warning("provider failed: %s (%s)", exc.code, exc)
