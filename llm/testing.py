@@ -94,6 +94,25 @@ def _last_user(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+SUMMARY_HEADINGS = ("Resolved", "Pending", "Active task", "Decisions", "Facts")
+
+
+def _is_summary_request(messages: list[dict[str, Any]]) -> bool:
+    """jin's helper prompt (orchestrator/compaction.py) asks for a running summary."""
+    first = messages[0].get("content", "") if messages else ""
+    return isinstance(first, str) and first.startswith("You maintain the running summary")
+
+
+def _summarise(prompt: str) -> str:
+    """A well-formed summary, as a helper model would write it: the headings, and the new
+    messages' first lines as facts (an echo server's idea of a summary)."""
+    body = prompt.split("<messages>", 1)[-1].split("</messages>", 1)[0]
+    facts = [f"- {line.strip()[:120]}" for line in body.splitlines() if line.strip()][:12]
+    sections = {h: ["- (none)"] for h in SUMMARY_HEADINGS}
+    sections["Facts"] = facts or ["- (none)"]
+    return "\n\n".join(f"## {h}\n" + "\n".join(v) for h, v in sections.items())
+
+
 def embed_text(text: str, dim: int) -> list[float]:
     """A deterministic bag-of-words vector: texts sharing words are close."""
     vec = [0.0] * dim
@@ -147,7 +166,10 @@ class FakeOpenAIServer:
         if self.strict:
             self.unexpected.append(body)
             return None
-        text = f"echo: {_last_user(body.get('messages', []))}"
+        messages = body.get("messages", [])
+        if _is_summary_request(messages):
+            return Reply([_summarise(_last_user(messages))])
+        text = f"echo: {_last_user(messages)}"
         n = max(1, self.echo_chunks)
         if len(text) < n:
             text = (text + " ") * math.ceil(n / (len(text) + 1))

@@ -75,3 +75,15 @@ def test_context_window_is_read_from_models_where_the_server_says() -> None:
     assert context_window_of([{"id": "x"}, {"id": "m", "context_length": 8000}], "m") == 8000
     assert context_window_of([{"id": "m", "meta": {"n_ctx_train": 4096}}], "m") == 4096
     assert context_window_of([{"id": "m", "object": "model"}], "m") is None
+
+
+def test_the_echo_fake_answers_a_summary_request_with_a_well_formed_summary() -> None:
+    from llm.testing import FakeOpenAIServer
+    from orchestrator.compaction import helper_prompt, parse_summary
+    from tests.unit.test_compaction_policy import msg
+
+    prompt = helper_prompt("", [msg("user", "the code is LCK-0042")])
+    reply = FakeOpenAIServer()._next_reply({"messages": [m.to_openai() for m in prompt]})
+    assert reply is not None
+    summary = parse_summary("".join(reply.chunks()), "stop")  # accepted, not rejected
+    assert "LCK-0042" in summary
