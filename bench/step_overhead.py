@@ -218,8 +218,7 @@ def main() -> None:
         jin2 = jin_worker(stack, db_url, model_url, workers=2)
         asyncio.run(run_throughput(args, db_url, jin2, 2))
         # The same with compaction off: the step alone. (With it on, the chats outgrow the
-        # trigger during the run; the fake helper writes no valid summary, so every pass takes
-        # the extractive path.)
+        # trigger during the run and compact; the fake helper answers with a short summary.)
         bare = jin_worker(stack, db_url, model_url, JIN_COMPACTION="false")
         asyncio.run(run_throughput(args, db_url, bare, 1, "compaction off"))
 
