@@ -163,13 +163,9 @@ class PostgresStepStore:
         # no transaction of their own: each is atomic, and nobody else writes the turn.
         async with self._db.connect() as conn:
             try:
-                rows = await fetch(conn, _ACQUIRE, params)
-                if not rows:
-                    return await _why_not(conn, params)
-                row = rows[0]
-                chat = chat_from_row(row)
-                if row["previous_step"] is not None:
-                    await conn.execute(_SWEEP, {**params, "overhead": MESSAGE_OVERHEAD})
+                chat = await _take_lease(conn, params)
+                if not isinstance(chat, Chat):
+                    return chat
                 if request.idempotency_key is not None:
                     outcome = await _outcome(conn, chat.id, request.idempotency_key)
                     if outcome is not None:
@@ -191,12 +187,7 @@ class PostgresStepStore:
     ) -> Chat | LeaseBusy | LeaseMissing:
         params = {"chat": chat_id, "t": tenant_id, "step": holder_id, "ttl": ttl}
         async with self._db.connect() as conn:
-            row = (await conn.execute(_ACQUIRE, params)).mappings().first()
-            if row is None:
-                return await _why_not(conn, params)
-            if row["previous_step"] is not None:
-                await conn.execute(_SWEEP, {**params, "overhead": MESSAGE_OVERHEAD})
-            return chat_from_row(row)
+            return await _take_lease(conn, params)
 
     async def release(self, chat_id: uuid.UUID, holder_id: uuid.UUID) -> None:
         async with self._db.connect() as conn:
@@ -266,6 +257,18 @@ class PostgresStepStore:
                 )
             ).first()
         return row[0] if row else None
+
+
+async def _take_lease(
+    conn: AsyncConnection, params: dict[str, Any]
+) -> Chat | LeaseBusy | LeaseMissing:
+    """Take the chat's lease if it is free or expired; a holder whose lease ran out is swept."""
+    rows = await fetch(conn, _ACQUIRE, params)
+    if not rows:
+        return await _why_not(conn, params)
+    if rows[0]["previous_step"] is not None:
+        await conn.execute(_SWEEP, {**params, "overhead": MESSAGE_OVERHEAD})
+    return chat_from_row(rows[0])
 
 
 async def _why_not(conn: AsyncConnection, params: dict[str, Any]) -> LeaseBusy | LeaseMissing:

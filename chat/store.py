@@ -14,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from chat.ports import NewChat
 from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, fetch, message_from_row
 from chat.types import (
-    MESSAGE_OVERHEAD,
     POSITION_GAP,
     Chat,
     Message,
@@ -89,7 +88,7 @@ async def read_window(
     # Counted rows lie between the summary and the tail when the running total before the
     # oldest tail row is above the summary's.
     floor = summary.tokens_after if summary else 0
-    more_before = cut or (bool(tail) and tail[0].tokens_after - _cost(tail[0]) > floor)
+    more_before = cut or (bool(tail) and tail[0].tokens_after - tail[0].cost > floor)
     return Window(chat=chat, summary=summary, tail=tail, more_before=more_before, head=head)
 
 
@@ -115,10 +114,6 @@ VALUES (:id, :chat, :position, 'summary', :content, 'complete', :tokens, :tokens
         CAST(:meta AS jsonb))
 ON CONFLICT DO NOTHING
 RETURNING {MESSAGE_COLUMNS}""")
-
-
-def _cost(message: Message) -> int:
-    return message.token_count + MESSAGE_OVERHEAD
 
 
 class PostgresChatStore:

@@ -73,6 +73,11 @@ class Message:
     meta: dict[str, Any] = field(default_factory=dict)
     tokens_after: int = 0  # the chat's running prompt cost once this row was counted
 
+    @property
+    def cost(self) -> int:
+        """What the row costs in a prompt: its tokens and the chat format's framing."""
+        return self.token_count + MESSAGE_OVERHEAD
+
 
 @dataclass(frozen=True)
 class Window:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from chat.types import MESSAGE_OVERHEAD, Message
+from chat.types import Message
 from llm.types import PromptMessage
 from orchestrator.context import units
 from orchestrator.coverage import may_hold_items
@@ -109,10 +109,6 @@ def may_call_helper(state: CompactionState, now: float) -> bool:
     return now >= state.retry_at
 
 
-def cost(message: Message) -> int:
-    return message.token_count + MESSAGE_OVERHEAD
-
-
 def choose_span(
     rows: list[Message], keep_tokens: int, max_span_tokens: int
 ) -> tuple[list[Message], list[Message]]:
@@ -126,14 +122,14 @@ def choose_span(
     last_user = max((i for i, u in enumerate(groups) if u[0].kind == "user"), default=len(groups))
     start, used = len(groups), 0
     for i in range(len(groups) - 1, -1, -1):
-        unit_cost = sum(cost(m) for m in groups[i])
+        unit_cost = sum(m.cost for m in groups[i])
         if i < last_user and used + unit_cost > keep_tokens:
             break
         start, used = i, used + unit_cost
     span_units: list[list[Message]] = []
     taken = 0
     for unit in groups[:start]:
-        unit_cost = sum(cost(m) for m in unit)
+        unit_cost = sum(m.cost for m in unit)
         if span_units and taken + unit_cost > max_span_tokens:
             break
         span_units.append(unit)

@@ -25,7 +25,6 @@ from orchestrator.compaction import (
     SummaryRejected,
     after_pass,
     choose_span,
-    cost,
     extractive,
     fact_lines,
     helper_prompt,
@@ -66,9 +65,9 @@ class Compactor:
         previous = summary.content if summary else ""
         previous_cost = self._summary_cost(previous)
         keep = int(budget_total * policy.target_ratio) - fixed_tokens - previous_cost
-        span, kept = choose_span(rows, keep, policy.span_max_tokens)
         if len(rows) >= SPAN_READ_ROWS:  # more rows than were read: all of these are old
-            span, kept = choose_span(rows, -1, policy.span_max_tokens)
+            keep = -1
+        span, kept = choose_span(rows, keep, policy.span_max_tokens)
         if not span:
             return CompactionDone(None, None, tokens_before, tokens_before, reason, skipped=True)
 
@@ -88,7 +87,7 @@ class Compactor:
             text = trim_summary(text, cap, self._summary_cost)
         report = verify(items, text, remembered)
         new_cost = self._summary_cost(text)
-        tokens_after = fixed_tokens + new_cost + sum(cost(m) for m in kept)
+        tokens_after = fixed_tokens + new_cost + sum(m.cost for m in kept)
         row = await self.chats.write_summary(
             chat.id, span[-1], text, self.counter.count(text),
             {

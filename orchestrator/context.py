@@ -102,10 +102,6 @@ def _prompt_message(message: Message) -> PromptMessage:
     )
 
 
-def _cost(message: Message) -> int:
-    return message.token_count + MESSAGE_OVERHEAD
-
-
 def units(tail: list[Message]) -> list[list[Message]]:
     """Group rows so a tool call and its results are never split: tool rows join the row before."""
     units: list[list[Message]] = []
@@ -129,7 +125,7 @@ def select_tail(tail: list[Message], budget_tokens: int) -> list[Message]:
     required_from = min(last_user, last_answer)
     start, used = len(groups), 0
     for i in range(len(groups) - 1, -1, -1):
-        cost = sum(_cost(m) for m in groups[i])
+        cost = sum(m.cost for m in groups[i])
         if used + cost > budget_tokens and i < required_from:
             break
         start, used = i, used + cost
@@ -171,7 +167,7 @@ def assemble(
     tail = select_tail(window.tail, budget.tail_tokens)
     older = prepass(window.tail, len(tail), counter)[: len(window.tail) - len(tail)]
     fixed = sum(s.tokens for s in sections) + _tokens(memory, counter) + _tokens(new, counter)
-    room = budget.total - fixed - sum(_cost(m) for m in tail)
+    room = budget.total - fixed - sum(m.cost for m in tail)
     history = _fit_newest(older, room)
 
     sections.append(_rows_section("history", history))
@@ -190,7 +186,7 @@ def _rows_section(name: str, rows: list[Message]) -> Section:
     return Section(
         name,
         [_prompt_message(m) for m in rows],
-        sum(_cost(m) for m in rows),
+        sum(m.cost for m in rows),
         [str(m.id) for m in rows],
     )
 
@@ -199,7 +195,7 @@ def _fit_newest(rows: list[Message], room: int) -> list[Message]:
     """The newest whole units of rows (a tool call with its results) that fit in room."""
     kept: list[list[Message]] = []
     for unit in reversed(units(rows)):
-        cost = sum(_cost(m) for m in unit)
+        cost = sum(m.cost for m in unit)
         if cost > room:
             break
         kept.append(unit)
