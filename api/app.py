@@ -9,16 +9,18 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import problems
 from api.app_banner import EMBEDDED_BANNER
-from api.database import create_engine
-from api.routes import chats, health, messages
+from api.database import create_engine, create_memory_engine
+from api.embedders import build_embedder
+from api.routes import chats, health, memories, messages
 from api.runtime import Runtime
 from api.settings import Settings
 from chat.abort_channel import AbortListener
@@ -26,11 +28,13 @@ from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from llm.embedded import EmbeddedChatServer
 from llm.errors import LLMError
-from llm.onnx_embedder import MODEL_NAME as EMBEDDED_EMBEDDER
 from llm.openai import OpenAIChatModel, context_window_of, new_session
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
-from memory.store import PostgresFactStore
+from memory.indexer import Indexer, IndexerConfig
+from memory.search import PostgresRecall
+from memory.store import FactConfig, PostgresFactStore
+from migrations.embedding_dim import current_dim
 from orchestrator.compaction import CompactionPolicy
 from orchestrator.compactor import Compactor
 from orchestrator.step import StepConfig, StepDeps
@@ -139,6 +143,42 @@ async def _discover_window(config: ProviderConfig, session: Any) -> ProviderConf
     return config
 
 
+@dataclass(frozen=True)
+class _Memory:
+    provider: ProviderConfig
+    facts: PostgresFactStore | None
+    recall: PostgresRecall | None
+    indexer: Indexer | None
+    problem: str | None  # why memory is off, when it is
+
+
+async def _memory(
+    settings: Settings, db: AsyncEngine, http: Any, counter: TiktokenCounter
+) -> _Memory:
+    """The embedder, the fact store, recall and the indexer; all off, loudly, when the
+    database's vectors do not have the embedder's dimension (`jin reindex` fixes that)."""
+    embedder, provider = build_embedder(settings, http)
+    async with db.connect() as conn:
+        stored = await conn.run_sync(current_dim)
+    if embedder.dim != stored:
+        problem = (
+            f"the database holds {stored}-dimensional vectors and the embedder "
+            f"{provider.model} makes {embedder.dim}: run `jin reindex` to re-embed with it"
+        )
+        log.error("memory is OFF: %s", problem)
+        return _Memory(provider, None, None, None, problem)
+    facts = PostgresFactStore(db, embedder, provider.model,
+                              FactConfig(duplicate_cosine=settings.fact_duplicate_cosine))
+    recall_config = settings.recall_config()
+    recall = PostgresRecall(db, embedder, counter.count, recall_config) if (
+        recall_config.enabled) else None
+    indexer = Indexer(db, embedder, provider.model,
+                      IndexerConfig(batch_size=settings.indexer_batch_size))
+    log.info("memory: embedder %s (%d dims), recall %s", provider.model, embedder.dim,
+             recall_config.mode if recall else "off")
+    return _Memory(provider, facts, recall, indexer, None)
+
+
 def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None) -> FastAPI:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (jin serve resolves it)")
@@ -156,9 +196,6 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             local = embedded.start()
             brain = brain or local
             helper = helper or ProviderConfig(**{**local.__dict__, "role": "helper"})
-        embedder = settings.provider("embedder") or {
-            "role": "embedder", "model": EMBEDDED_EMBEDDER, "embedded": True, "dim": 384,
-        }
         if brain.embedded:
             log.warning(EMBEDDED_BANNER)
         log.info("brain: %s at %s", brain.model, brain.base_url)
@@ -172,12 +209,15 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         if not brain.embedded and brain.context_window is None:
             brain = await _discover_window(brain, http)
         chats, counter = PostgresChatStore(engine), TiktokenCounter()
+        memory_db = create_memory_engine(settings.database_url or "")
+        memory = await _memory(settings, memory_db, http, counter)
         compactor = Compactor(
             chats=chats,
             helper=OpenAIChatModel(helper, http),
             helper_model=helper.model,
             counter=counter,
-            facts=PostgresFactStore(engine),
+            facts=memory.facts,
+            indexer=memory.indexer,
             policy=CompactionPolicy(
                 trigger_ratio=settings.compact_trigger_ratio,
                 target_ratio=settings.compact_target_ratio,
@@ -190,20 +230,29 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             counter=counter,
             config=_step_config(settings, brain.context_window),
             compactor=compactor,
+            recall=memory.recall,
+            facts=memory.facts,
+            indexer=memory.indexer,
         )
         runtime = Runtime(
             engine=engine, http=http, deps=deps,
-            providers={"brain": brain, "helper": helper, "embedder": embedder},
+            providers={"brain": brain, "helper": helper, "embedder": memory.provider},
+            memory_problem=memory.problem,
         )
         app.state.runtime = runtime
         listener = AbortListener(settings.database_url or "", runtime.abort_local)
         await listener.start()
+        indexing = asyncio.create_task(memory.indexer.run()) if memory.indexer else None
         try:
             yield
         finally:
+            if indexing is not None:
+                indexing.cancel()
+                await asyncio.gather(indexing, return_exceptions=True)
             await listener.stop()
             await runtime.drain()
             await http.close()
+            await memory_db.dispose()
             await engine.dispose()
             if embedded is not None:
                 embedded.stop()
@@ -218,6 +267,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     app.include_router(health.router)
     app.include_router(chats.router)
     app.include_router(messages.router)
+    app.include_router(memories.router)
     return app
 
 

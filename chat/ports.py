@@ -22,6 +22,16 @@ class NewChat:
 
 
 @dataclass(frozen=True)
+class ImportedMessage:
+    """A finished row brought in from elsewhere, with its own time."""
+
+    kind: str
+    content: str
+    token_count: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class LeaseBusy:
     running_step_id: uuid.UUID | None
     busy_policy: BusyPolicy
@@ -170,10 +180,11 @@ class StepStore(Protocol):
     async def finish(
         self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
         token_count: int, usage: dict[str, Any] | None, error_code: str | None,
-        timings: dict[str, float],
+        timings: dict[str, float], meta: dict[str, Any] | None = None,
     ) -> bool:
-        """Write the answer and the step's outcome and release the lease, together. False (and
-        nothing written) when the step was already declared dead by another worker."""
+        """Write the answer (merging `meta` into its meta, e.g. the memory actions), the step's
+        outcome and the lease's release, together; queue the answer for recall indexing. False
+        (and nothing written) when the step was already declared dead by another worker."""
         ...
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:

@@ -63,7 +63,9 @@ WITH dead AS (
         tokens_after = (SELECT token_total FROM total)
                        + CASE WHEN content <> '' THEN token_count + :overhead ELSE 0 END
     WHERE chat_id = :chat AND status = 'streaming' AND step_id IN (SELECT id FROM dead)
-    RETURNING CASE WHEN content <> '' THEN token_count + :overhead ELSE 0 END AS cost
+    RETURNING id, content, CASE WHEN content <> '' THEN token_count + :overhead ELSE 0 END AS cost
+), q AS (
+    INSERT INTO recall_queue (message_id) SELECT id FROM m WHERE content <> ''
 )
 UPDATE chats SET token_total = token_total + COALESCE((SELECT sum(cost) FROM m), 0)
 WHERE id = :chat""")
@@ -89,6 +91,8 @@ WITH pos AS (
     INSERT INTO messages (id, chat_id, position, kind, status, step_id, tokens_after)
     SELECT :assistant_id, :chat, last_position, 'assistant', 'streaming', :step, token_total
     FROM pos
+), q AS (
+    INSERT INTO recall_queue (message_id) SELECT :user_id FROM um  -- indexed for recall
 )
 SELECT pos.last_position, um.created_at FROM pos, um""")
 
@@ -139,13 +143,17 @@ WITH st AS (
         lease_step_id = CASE WHEN lease_step_id = :step THEN NULL ELSE lease_step_id END
     WHERE id = :chat
     RETURNING token_total
+), am AS (
+    UPDATE messages SET content = :content, reasoning = :reasoning, status = :status,
+                        token_count = :tokens, usage = CAST(:usage AS jsonb),
+                        meta = meta || CAST(:meta AS jsonb),
+                        tokens_after = (SELECT token_total FROM c)
+    WHERE id = :assistant_id AND status = 'streaming' AND EXISTS (SELECT 1 FROM st)
+    RETURNING id
+), q AS (
+    INSERT INTO recall_queue (message_id) SELECT id FROM am WHERE :cost > 0
 )
-UPDATE messages SET content = :content, reasoning = :reasoning, status = :status,
-                    token_count = :tokens, usage = CAST(:usage AS jsonb),
-                    tokens_after = (SELECT token_total FROM c)
-WHERE id = :assistant_id AND status = 'streaming' AND EXISTS (SELECT 1 FROM st)
-RETURNING id""")
-
+SELECT id FROM am""")
 
 
 class PostgresStepStore:
@@ -218,7 +226,7 @@ class PostgresStepStore:
     async def finish(
         self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
         token_count: int, usage: dict[str, Any] | None, error_code: str | None,
-        timings: dict[str, float],
+        timings: dict[str, float], meta: dict[str, Any] | None = None,
     ) -> bool:
         async with self._db.connect() as conn:
             written = await fetch(
@@ -235,6 +243,7 @@ class PostgresStepStore:
                     "tokens": token_count,
                     "cost": token_count + MESSAGE_OVERHEAD if content and status != "failed" else 0,
                     "usage": json.dumps(usage) if usage is not None else None,
+                    "meta": json.dumps(meta or {}),
                     "error": error_code,
                     "timings": json.dumps(timings),
                 },

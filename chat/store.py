@@ -11,9 +11,10 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from chat.ports import NewChat
+from chat.ports import ImportedMessage, NewChat
 from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, fetch, message_from_row
 from chat.types import (
+    MESSAGE_OVERHEAD,
     POSITION_GAP,
     Chat,
     Message,
@@ -21,6 +22,30 @@ from chat.types import (
     Window,
     summary_id_for,
 )
+
+# Rows appended in one go, in order; only when no step holds the chat.
+_IMPORT = text("""
+WITH pos AS (
+    UPDATE chats SET last_position = last_position + :n * :gap,
+                     token_total = token_total + :total, updated_at = now()
+    WHERE id = :chat AND tenant_id = :t
+      AND (lease_step_id IS NULL OR lease_expires_at < now())
+    RETURNING last_position - :n * :gap AS base, token_total - :total AS base_total
+), ins AS (
+    INSERT INTO messages (id, chat_id, position, kind, content, status, token_count,
+                          tokens_after, created_at)
+    SELECT r.id, :chat, pos.base + r.i * :gap, r.kind, r.content, 'complete', r.tokens,
+           pos.base_total + r.after, r.created_at
+    FROM pos, unnest(CAST(:ids AS uuid[]), CAST(:kinds AS text[]), CAST(:contents AS text[]),
+                     CAST(:tokens AS int[]), CAST(:created AS timestamptz[]),
+                     CAST(:after AS bigint[])) WITH ORDINALITY
+             AS r(id, kind, content, tokens, created_at, after, i)
+    RETURNING id, kind
+), q AS (
+    INSERT INTO recall_queue (message_id)
+    SELECT id FROM ins WHERE kind IN ('user', 'assistant')
+)
+SELECT count(*) FROM ins""")
 
 # Rows a step may read from its history: what the model saw or said.
 _VISIBLE = (
@@ -292,6 +317,27 @@ class PostgresChatStore:
                 )
             ).mappings().first()
         return message_from_row(row) if row else None
+
+
+    async def import_messages(
+        self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage]
+    ) -> list[uuid.UUID] | None:
+        """Append finished rows with their own timestamps (history brought from elsewhere), and
+        queue the user and assistant ones for recall, in one statement. None when the chat does
+        not exist or a step holds it."""
+        if not rows:
+            return []
+        ids = [uuid.uuid4() for _ in rows]
+        costs = [r.token_count + MESSAGE_OVERHEAD for r in rows]
+        after = [sum(costs[: i + 1]) for i in range(len(rows))]
+        async with self._db.connect() as conn:
+            done = await fetch(conn, _IMPORT, {
+                "chat": chat_id, "t": tenant_id, "gap": POSITION_GAP, "n": len(rows),
+                "total": after[-1], "ids": ids, "kinds": [r.kind for r in rows],
+                "contents": [r.content for r in rows], "tokens": [r.token_count for r in rows],
+                "created": [r.created_at for r in rows], "after": after,
+            })
+        return ids if done and done[0][0] else None
 
 
 def history_query(*, before: int | None, after: int | None) -> tuple[str, bool]:

@@ -76,3 +76,7 @@ class OnnxMiniLM:
         if not texts:
             return []
         return await asyncio.to_thread(self.embed_sync, texts)
+
+    async def embed_query(self, texts: list[str]) -> list[list[float]]:
+        """Same as embed: MiniLM embeds queries and passages alike."""
+        return await self.embed(texts)

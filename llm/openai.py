@@ -1,5 +1,7 @@
 """Adapter for any OpenAI-compatible server (`/chat/completions`, `/models`), over aiohttp.
 
+The embeddings adapter (llm/embeddings.py) shares this module's session, headers and errors.
+
 aiohttp rather than httpx here: relaying streams is what a worker spends its CPU on, and at 32
 concurrent streams httpx cost 1.7 ms of CPU per request against 0.16 ms for aiohttp (measured on
 this project's fake server; bench/README.md). httpx stays for the terminal client and the tests.
@@ -22,7 +24,7 @@ from llm.errors import (
     ProviderTimeout,
     ProviderUnreachable,
 )
-from llm.sse import DONE, SSEDecoder, ThinkSplitter, chunk_deltas
+from llm.sse import DONE, SSEDecoder, ThinkSplitter, ToolCallAssembler, chunk_deltas
 from llm.types import CompletionRequest, Delta, Finish, ProviderConfig
 
 # Exceptions of the transport that become LLMError; anything else is a bug and propagates.
@@ -40,8 +42,8 @@ def new_session(*, connect_timeout: float, read_timeout: float) -> aiohttp.Clien
     )
 
 
-def _headers(config: ProviderConfig) -> dict[str, str]:
-    headers = {"Accept": "text/event-stream"}
+def _headers(config: ProviderConfig, accept: str = "text/event-stream") -> dict[str, str]:
+    headers = {"Accept": accept}
     if config.api_key:
         headers["Authorization"] = f"Bearer {config.api_key}"
     return headers
@@ -57,6 +59,26 @@ def _vendor_error(exc: BaseException) -> LLMError:
     if isinstance(exc, ValueError):  # aiohttp: a line longer than the read buffer allows
         return MalformedStream(f"provider sent an oversized line: {exc}")
     return LLMError(f"provider call failed: {type(exc).__name__}: {exc}")
+
+
+async def fetch_json(
+    session: aiohttp.ClientSession, config: ProviderConfig, path: str,
+    body: dict[str, Any] | None = None,
+) -> Any:
+    """GET `{base_url}{path}`, or POST `body` there; the decoded JSON answer. Raises LLMError."""
+    url = f"{config.base_url}{path}"
+    method = "GET" if body is None else "POST"
+    try:
+        async with session.request(
+            method, url, json=body, headers=_headers(config, "application/json")
+        ) as response:
+            if response.status >= 400:
+                raise ProviderHTTPError(response.status, await response.text())
+            return await response.json(content_type=None)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # ValueErrors, so caught first
+        raise MalformedStream(f"`{path}` did not answer JSON") from exc
+    except TRANSPORT_ERRORS as exc:
+        raise _vendor_error(exc) from exc
 
 
 class OpenAIChatModel:
@@ -77,6 +99,9 @@ class OpenAIChatModel:
             body["max_tokens"] = request.max_tokens
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.tools:
+            body["tools"] = request.tools
+            body["tool_choice"] = "auto"
         return body
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[Delta]:
@@ -94,7 +119,7 @@ class OpenAIChatModel:
             raise _vendor_error(exc) from exc
 
     async def _deltas(self, response: aiohttp.ClientResponse) -> AsyncIterator[Delta]:
-        decoder, splitter = SSEDecoder(), ThinkSplitter()
+        decoder, splitter, calls = SSEDecoder(), ThinkSplitter(), ToolCallAssembler()
         reason: str | None = None
         usage: dict[str, Any] = {}
         done = False
@@ -105,7 +130,7 @@ class OpenAIChatModel:
             if data.strip() == DONE:
                 done = True
                 continue
-            for delta in chunk_deltas(data, splitter):
+            for delta in chunk_deltas(data, splitter, calls):
                 if isinstance(delta, Finish):
                     reason = delta.reason or reason
                     usage = delta.usage or usage
@@ -116,23 +141,13 @@ class OpenAIChatModel:
             if tail is not None and tail.strip() != DONE:
                 raise MalformedStream(f"stream ended inside an event: {tail[:120]!r}")
             raise ProviderDisconnected("the stream ended before a finish reason or [DONE]")
-        for delta in splitter.flush():
+        for delta in [*splitter.flush(), *calls.flush()]:  # a [DONE] without a finish reason
             yield delta
         yield Finish(reason, usage)
 
     async def list_models(self) -> list[dict[str, Any]]:
         """The server's `/models` entries (used for the status page and context windows)."""
-        try:
-            async with self._session.get(
-                f"{self.config.base_url}/models", headers=_headers(self.config)
-            ) as response:
-                if response.status >= 400:
-                    raise ProviderHTTPError(response.status, await response.text())
-                payload = await response.json(content_type=None)
-        except TRANSPORT_ERRORS as exc:
-            raise _vendor_error(exc) from exc
-        except json.JSONDecodeError as exc:
-            raise MalformedStream("`/models` did not answer JSON") from exc
+        payload = await fetch_json(self._session, self.config, "/models")
         data = payload.get("data", []) if isinstance(payload, dict) else []
         return [m for m in data if isinstance(m, dict)]
 

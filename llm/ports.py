@@ -1,4 +1,5 @@
-"""The narrow ports the core depends on. Adapters live in openai.py, onnx_embedder.py, tokens.py."""
+"""The narrow ports the core depends on. Adapters live in openai.py, embeddings.py,
+onnx_embedder.py, e5_embedder.py, tokens.py."""
 
 from __future__ import annotations
 
@@ -25,7 +26,11 @@ class Embedder(Protocol):
         ...
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        """One L2-normalised vector per text, in order."""
+        """One L2-normalised vector per text, in order: texts to be found (stored memories)."""
+        ...
+
+    async def embed_query(self, texts: list[str]) -> list[list[float]]:
+        """As embed, for texts that search (models such as e5 embed the two sides apart)."""
         ...
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from llm.errors import LLMError, MalformedStream
-from llm.types import ContentDelta, Delta, Finish, ReasoningDelta
+from llm.types import ContentDelta, Delta, Finish, ReasoningDelta, ToolCall, ToolCalls
 
 DONE = "[DONE]"
 
@@ -78,8 +78,72 @@ def _partial_suffix(text: str, tag: str) -> int:
     return 0
 
 
-def chunk_deltas(payload: str, splitter: ThinkSplitter) -> Iterator[Delta]:
-    """Deltas of one `chat.completion.chunk` payload. Raises MalformedStream or LLMError."""
+class ToolCallAssembler:
+    """Joins the fragments of streamed `delta.tool_calls` into whole calls, across chunks.
+
+    A call's first fragment names it (id, function.name); later ones, matched by `index`, add
+    pieces of `function.arguments`. Parallel calls interleave by index.
+    """
+
+    def __init__(self) -> None:
+        self._calls: dict[int, dict[str, str]] = {}
+
+    def feed(self, fragments: Any) -> None:
+        """Take one chunk's `delta.tool_calls`. Raises MalformedStream."""
+        if not isinstance(fragments, list):
+            raise MalformedStream(f"tool_calls is not a list: {str(fragments)[:120]!r}")
+        for fragment in fragments:
+            if not isinstance(fragment, dict):
+                raise MalformedStream(f"tool call fragment is not an object: {fragment!r:.120}")
+            call = self._calls.setdefault(self._index(fragment), {"arguments": ""})
+            function = fragment.get("function") or {}
+            if not isinstance(function, dict):
+                raise MalformedStream(f"tool call function is not an object: {function!r:.120}")
+            for key, value in (("id", fragment.get("id")), ("name", function.get("name"))):
+                if value is not None and not isinstance(value, str):
+                    raise MalformedStream(f"tool call {key} is not a string: {value!r:.120}")
+                if value:
+                    call[key] = value
+            arguments = function.get("arguments")
+            if arguments is not None and not isinstance(arguments, str):
+                raise MalformedStream(f"tool call arguments are not a string: {arguments!r:.120}")
+            call["arguments"] += arguments or ""
+
+    def _index(self, fragment: dict[str, Any]) -> int:
+        index = fragment.get("index")
+        if index is None:
+            # Some servers (Gemini's OpenAI layer) leave out `index`: an id opens a new call,
+            # a fragment without one continues the last.
+            if fragment.get("id") or not self._calls:
+                return len(self._calls)
+            return max(self._calls)
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise MalformedStream(f"tool call index is not a count: {index!r:.120}")
+        return index
+
+    def flush(self) -> Iterator[Delta]:
+        """One ToolCalls delta with every call so far, in index order, if there were any."""
+        calls, self._calls = self._calls, {}
+        if not calls:
+            return
+        out: list[ToolCall] = []
+        for index in sorted(calls):
+            call = calls[index]
+            if "name" not in call:
+                raise MalformedStream(f"tool call {index} never got a function name")
+            # Without an id from the server, the tool's answer still needs one to point back to.
+            out.append(ToolCall(call.get("id", f"call_{index}"), call["name"], call["arguments"]))
+        yield ToolCalls(out)
+
+
+def chunk_deltas(
+    payload: str, splitter: ThinkSplitter, calls: ToolCallAssembler | None = None
+) -> Iterator[Delta]:
+    """Deltas of one `chat.completion.chunk` payload. Raises MalformedStream or LLMError.
+
+    Pass the same `calls` for every chunk of a stream; without it, tool calls are assembled from
+    this payload alone.
+    """
     try:
         obj: Any = json.loads(payload)
     except json.JSONDecodeError as exc:
@@ -94,21 +158,33 @@ def chunk_deltas(payload: str, splitter: ThinkSplitter) -> Iterator[Delta]:
     if not isinstance(choices, list):
         raise MalformedStream(f"no choices: {payload[:120]!r}")
     usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
-    for choice in choices[:1]:
+    if choices:
+        choice = choices[0]
         if not isinstance(choice, dict):
             raise MalformedStream(f"choice is not an object: {payload[:120]!r}")
-        delta = choice.get("delta") or {}
-        if not isinstance(delta, dict):
-            raise MalformedStream(f"delta is not an object: {payload[:120]!r}")
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(reasoning, str) and reasoning:
-            yield ReasoningDelta(reasoning)
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            yield from splitter.feed(content)
-        if choice.get("finish_reason"):
-            yield from splitter.flush()
-            yield Finish(choice["finish_reason"], usage or {})
-            return
-    if usage and not choices:
+        calls = calls if calls is not None else ToolCallAssembler()
+        yield from _choice_deltas(choice, splitter, calls, usage or {})
+    elif usage:
         yield Finish(None, usage)
+
+
+def _choice_deltas(
+    choice: dict[str, Any], splitter: ThinkSplitter, calls: ToolCallAssembler,
+    usage: dict[str, Any],
+) -> Iterator[Delta]:
+    delta = choice.get("delta") or {}
+    if not isinstance(delta, dict):
+        raise MalformedStream(f"delta is not an object: {str(delta)[:120]!r}")
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        yield ReasoningDelta(reasoning)
+    content = delta.get("content")
+    if isinstance(content, str) and content:
+        yield from splitter.feed(content)
+    if delta.get("tool_calls") is not None:
+        calls.feed(delta["tool_calls"])
+    if choice.get("finish_reason"):
+        yield from splitter.flush()
+        # Whatever the reason says: some servers finish calls with "stop".
+        yield from calls.flush()
+        yield Finish(choice["finish_reason"], usage)

@@ -3,6 +3,7 @@
     server = FakeOpenAIServer(strict=True)
     base_url = server.start()             # http://127.0.0.1:PORT/v1, in a background thread
     server.push(Reply(["Hel", "lo"], reasoning=["hmm"]))
+    server.push(Reply(tool_calls=[{"name": "get_weather", "arguments": {"city": "Kyiv"}}]))
     ...
     server.assert_consumed()              # no unexpected call, no unused reply
 
@@ -32,9 +33,12 @@ from starlette.routing import Route
 
 @dataclass
 class Reply:
-    """One scripted answer. Content and reasoning are lists of chunks."""
+    """One scripted answer. Content and reasoning are lists of chunks; content defaults to "ok",
+    or to nothing when the reply calls tools. Each tool call is `{"name", "arguments": dict or
+    JSON text, "id" (optional)}`; they stream after the content, and the finish reason defaults to
+    "tool_calls"."""
 
-    content: list[str] | str = "ok"
+    content: list[str] | str | None = None
     reasoning: list[str] = field(default_factory=list)
     reasoning_field: str = "reasoning_content"
     delay: float = 0.0
@@ -44,11 +48,32 @@ class Reply:
     disconnect_after: int | None = None
     garbage_after: int | None = None
     hang: bool = False
-    finish_reason: str = "stop"
+    finish_reason: str | None = None
     usage: dict[str, int] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
 
     def chunks(self) -> list[str]:
+        if self.content is None:
+            return [] if self.tool_calls else ["ok"]
         return [self.content] if isinstance(self.content, str) else list(self.content)
+
+    def finish(self) -> str:
+        return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
+
+    def openai_tool_calls(self) -> list[dict[str, Any]]:
+        """The scripted calls as a message's `tool_calls`, arguments as JSON text."""
+        out = []
+        for i, call in enumerate(self.tool_calls or []):
+            arguments = call["arguments"]
+            out.append({
+                "id": call.get("id") or f"call_fake_{i}",
+                "type": "function",
+                "function": {
+                    "name": call["name"],
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
+            })
+        return out
 
 
 class ScriptedModel:
@@ -85,6 +110,23 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
     }
     return f"data: {json.dumps(body)}\n\n".encode()
+
+
+def _tool_call_chunks(calls: list[dict[str, Any]]) -> list[bytes]:
+    """Calls as OpenAI streams them: per call, a first fragment with id and name, then the
+    arguments text in up to three pieces, each piece in a chunk of its own."""
+    chunks = []
+    for index, call in enumerate(calls):
+        arguments = call["function"]["arguments"]
+        size = max(1, math.ceil(len(arguments) / 3))
+        pieces = [arguments[i : i + size] for i in range(0, len(arguments), size)] or [""]
+        for n, piece in enumerate(pieces):
+            fragment: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+            if n == 0:
+                fragment |= {"id": call["id"], "type": "function"}
+                fragment["function"]["name"] = call["function"]["name"]
+            chunks.append(_chunk({"tool_calls": [fragment]}))
+    return chunks
 
 
 def _last_user(messages: list[dict[str, Any]]) -> str:
@@ -136,6 +178,8 @@ class FakeOpenAIServer:
         self.requests: list[dict[str, Any]] = []
         self.unexpected: list[dict[str, Any]] = []
         self.disconnected = 0  # streams the client closed before the end
+        self.embed_status = 200  # set >= 400 to make `/embeddings` fail
+        self.embed_calls = 0
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.app = Starlette(
@@ -152,6 +196,8 @@ class FakeOpenAIServer:
         self.requests.clear()
         self.unexpected.clear()
         self.strict = strict
+        self.embed_status = 200
+        self.embed_calls = 0
 
     def push(self, *replies: Reply) -> None:
         self.script.extend(replies)
@@ -187,11 +233,12 @@ class FakeOpenAIServer:
             await asyncio.sleep(reply.delay)
             return JSONResponse({"error": {"message": reply.error}}, status_code=reply.status)
         if not body.get("stream"):
-            text = "".join(reply.chunks())
+            message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.chunks())}
+            if reply.tool_calls:
+                message["tool_calls"] = reply.openai_tool_calls()
             return JSONResponse({
                 "id": "chatcmpl-fake", "object": "chat.completion", "model": "fake",
-                "choices": [{"index": 0, "finish_reason": reply.finish_reason,
-                             "message": {"role": "assistant", "content": text}}],
+                "choices": [{"index": 0, "finish_reason": reply.finish(), "message": message}],
                 "usage": reply.usage or {},
             })
         return StreamingResponse(self._stream(reply), media_type="text/event-stream")
@@ -216,7 +263,11 @@ class FakeOpenAIServer:
                 yield _chunk({"content": text})
                 if reply.chunk_delay:
                     await asyncio.sleep(reply.chunk_delay)
-            yield _chunk({}, reply.finish_reason)
+            for chunk in _tool_call_chunks(reply.openai_tool_calls()):
+                yield chunk
+                if reply.chunk_delay:
+                    await asyncio.sleep(reply.chunk_delay)
+            yield _chunk({}, reply.finish())
             usage = reply.usage or {"prompt_tokens": 0, "completion_tokens": len(reply.chunks())}
             yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
             yield b"data: [DONE]\n\n"
@@ -229,6 +280,10 @@ class FakeOpenAIServer:
 
     async def _embeddings(self, request: Request) -> Response:
         body = await request.json()
+        self.embed_calls += 1
+        if self.embed_status >= 400:
+            return JSONResponse({"error": {"message": "scripted failure"}},
+                                status_code=self.embed_status)
         inputs = body.get("input", [])
         inputs = [inputs] if isinstance(inputs, str) else inputs
         data = [

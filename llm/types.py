@@ -45,6 +45,7 @@ class CompletionRequest:
     model: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
+    tools: list[dict[str, Any]] | None = None  # OpenAI `tools`: [{"type": "function", ...}]
 
 
 @dataclass(frozen=True)
@@ -66,4 +67,30 @@ class Finish:
     type: Literal["finish"] = "finish"
 
 
-Delta = ContentDelta | ReasoningDelta | Finish
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call the model asked for. `arguments` is the JSON text exactly as the model
+    wrote it: the model may write invalid JSON, and whoever runs the tool decides what to do."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict[str, Any]:
+        """The entry of an assistant message's `tool_calls`, to send the call back in history."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """The complete calls of one answer, in the model's order; comes just before the Finish."""
+
+    calls: list[ToolCall]
+    type: Literal["tool_calls"] = "tool_calls"
+
+
+Delta = ContentDelta | ReasoningDelta | ToolCalls | Finish

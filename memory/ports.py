@@ -1,9 +1,47 @@
-"""The durable-fact port. Pure: a protocol only."""
+"""The memory ports the orchestrator depends on. Pure: protocols and plain data."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Protocol
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+from memory.recall import RecallConfig, Recalled
+
+
+@dataclass(frozen=True)
+class Fact:
+    id: uuid.UUID
+    text: str
+    importance: float
+    origin: str  # tool / flush / api
+    sources: list[uuid.UUID]
+    valid_from: datetime
+    valid_to: datetime | None
+    superseded_by: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": str(self.id), "text": self.text, "importance": self.importance,
+            "origin": self.origin, "sources": [str(s) for s in self.sources],
+            "valid_from": self.valid_from.isoformat(),
+            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
+            "superseded_by": str(self.superseded_by) if self.superseded_by else None,
+            "created_at": self.created_at.isoformat(), "updated_at": self.updated_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class FactWrite:
+    """What writing one fact did: added it, updated the same fact, or superseded a close one."""
+
+    action: Literal["added", "updated", "superseded"]
+    id: uuid.UUID
+    text: str
+    replaced: uuid.UUID | None
 
 
 class FactStore(Protocol):
@@ -12,6 +50,50 @@ class FactStore(Protocol):
     async def remember(
         self, tenant_id: str, user_id: str, facts: list[str], sources: list[uuid.UUID]
     ) -> int:
-        """Write facts; one that exists already (same normalised text) is updated, not added.
+        """Write facts (the memory flush); an existing fact is updated, never duplicated.
         Returns how many were new."""
+        ...
+
+    async def write(
+        self, tenant_id: str, user_id: str, facts: list[str], sources: list[uuid.UUID],
+        *, origin: str, importance: float = 0.5,
+    ) -> list[FactWrite]:
+        """Write facts and say, for each, what was done."""
+        ...
+
+    async def forget(
+        self, tenant_id: str, user_id: str, *, fact_id: uuid.UUID | None = None,
+        text_: str | None = None,
+    ) -> list[Fact]:
+        """End the validity of the user's fact with this id or this text; returns them."""
+        ...
+
+
+class RecallResultLike(Protocol):
+    items: list[Recalled]
+    timings: dict[str, float]
+
+
+class Recaller(Protocol):
+    """Recall over the user's past chats and durable facts."""
+
+    async def recall(
+        self, tenant_id: str, user_id: str, query: str, *,
+        exclude: list[uuid.UUID] | None = None, now: datetime | None = None,
+        config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
+    ) -> RecallResultLike:
+        """Ranked items for the fence; `exclude` are the messages the window already shows;
+        `hide` is a chat and its "start over" time, before which its rows are not recalled."""
+        ...
+
+
+class IndexQueue(Protocol):
+    """The indexing of messages for recall."""
+
+    def wake(self) -> None:
+        """Messages were just enqueued."""
+        ...
+
+    async def index_chat(self, chat_id: uuid.UUID) -> int:
+        """Index every message of the chat still waiting; returns how many."""
         ...

@@ -1,47 +1,185 @@
-"""Postgres FactStore over the `memories` table (created by migration 0001)."""
+"""Postgres FactStore over the `memories` table: durable facts with their history.
+
+A fact that already exists for the user, by normalised text or by meaning (cosine similarity of at
+least `duplicate_cosine`), is never added twice: the same text is touched and gains its new
+sources; a close paraphrase supersedes it (the old row gets `valid_to` and `superseded_by`, the new
+one inherits its sources). Writes of one user are serialised by a transaction-level advisory lock,
+so two workers cannot both add the same fact.
+"""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
+import numpy as np
+from pgvector import Vector
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from chat.tables import fetch
+from llm.ports import Embedder
 from memory.facts import clean, normalize
+from memory.ports import Fact, FactWrite
 
-# A fact that exists (same tenant, user and normalised text, still valid) is touched and gains
-# its new sources; otherwise it is added.
-_REMEMBER = text("""
-INSERT INTO memories (id, tenant_id, user_id, text, normalized, source_message_ids)
-SELECT gen_random_uuid(), :t, :u, f.text, f.norm, CAST(:sources AS uuid[])
-FROM unnest(CAST(:texts AS text[]), CAST(:norms AS text[])) AS f(text, norm)
-ON CONFLICT (tenant_id, user_id, normalized) WHERE valid_to IS NULL
-DO UPDATE SET updated_at = now(),
+_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:t || chr(31) || :u, 0))")
+
+_SAME_TEXT = text("""
+SELECT id, text, 1.0::float8 AS similarity FROM memories
+WHERE tenant_id = :t AND user_id = :u AND normalized = :norm AND valid_to IS NULL""")
+
+_NEAREST = text("""
+SELECT id, text, 1 - (embedding <=> :v) AS similarity FROM memories
+WHERE tenant_id = :t AND user_id = :u AND valid_to IS NULL AND embedding IS NOT NULL
+ORDER BY embedding <=> :v LIMIT 1""")
+
+_TOUCH = text("""
+UPDATE memories SET updated_at = now(), importance = GREATEST(importance, :importance),
+    embedding = COALESCE(embedding, :v), embedder = COALESCE(embedder, :embedder),
     source_message_ids = ARRAY(
-        SELECT DISTINCT unnest(memories.source_message_ids || EXCLUDED.source_message_ids))
-RETURNING (xmax = 0) AS inserted""")
+        SELECT DISTINCT unnest(source_message_ids || CAST(:sources AS uuid[])))
+WHERE id = :id""")
+
+_SUPERSEDE = text("""
+WITH old AS (
+    UPDATE memories SET valid_to = now(), superseded_by = :new_id, updated_at = now()
+    WHERE id = :old_id RETURNING source_message_ids, importance
+)
+INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
+                      source_message_ids, origin)
+SELECT :new_id, :t, :u, :text, :norm, :v, :embedder, GREATEST(old.importance, :importance),
+       ARRAY(SELECT DISTINCT unnest(old.source_message_ids || CAST(:sources AS uuid[]))), :origin
+FROM old""")
+
+_INSERT = text("""
+INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
+                      source_message_ids, origin)
+VALUES (:new_id, :t, :u, :text, :norm, :v, :embedder, :importance, CAST(:sources AS uuid[]),
+        :origin)""")
+
+_FACT_COLUMNS = (
+    "id, text, importance, origin, source_message_ids, valid_from, valid_to, superseded_by, "
+    "created_at, updated_at"
+)
+
+_FORGET = text(f"""
+UPDATE memories SET valid_to = now(), updated_at = now()
+WHERE tenant_id = :t AND user_id = :u AND valid_to IS NULL
+  AND (id = CAST(:id AS uuid) OR (CAST(:norm AS text) IS NOT NULL AND normalized = :norm))
+RETURNING {_FACT_COLUMNS}""")
+
+_LIST = text(f"""
+SELECT {_FACT_COLUMNS} FROM memories
+WHERE tenant_id = :t AND user_id = :u AND (:history OR valid_to IS NULL)
+  AND (CAST(:before AS timestamptz) IS NULL OR (updated_at, id) < (:before, :before_id))
+ORDER BY updated_at DESC, id DESC LIMIT :n""")
+
+_GET = text(f"""
+SELECT {_FACT_COLUMNS} FROM memories WHERE tenant_id = :t AND user_id = :u AND id = :id""")
+
+
+@dataclass(frozen=True)
+class FactConfig:
+    duplicate_cosine: float = 0.92
+    max_chars: int = 2000
 
 
 class PostgresFactStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    """Durable facts. Needs the memory engine (vectors in binary; api/database.py)."""
+
+    def __init__(
+        self, engine: AsyncEngine, embedder: Embedder, embedder_name: str,
+        config: FactConfig | None = None,
+    ) -> None:
         self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._embedder = embedder
+        self._embedder_name = embedder_name
+        self.config = config or FactConfig()
 
     async def remember(
-        self, tenant_id: str, user_id: str, facts: list[str], sources: list[uuid.UUID]
+        self, tenant_id: str, user_id: str, facts: list[str], sources: list[uuid.UUID],
+        *, origin: str = "flush", importance: float = 0.5,
     ) -> int:
+        writes = await self.write(tenant_id, user_id, facts, sources, origin=origin,
+                                  importance=importance)
+        return sum(1 for w in writes if w.action == "added")
+
+    async def write(
+        self, tenant_id: str, user_id: str, facts: list[str], sources: list[uuid.UUID],
+        *, origin: str, importance: float = 0.5,
+    ) -> list[FactWrite]:
+        """Write facts in one transaction; one result per distinct fact, in order."""
         by_norm: dict[str, str] = {}
         for fact in facts:
-            norm = normalize(fact)
+            norm = normalize(fact)[: self.config.max_chars]
             if norm and norm not in by_norm:
-                by_norm[norm] = clean(fact)
+                by_norm[norm] = clean(fact)[: self.config.max_chars]
         if not by_norm:
-            return 0
-        async with self._db.connect() as conn:  # one statement for the whole batch
-            rows = (
-                await conn.execute(
-                    _REMEMBER,
-                    {"t": tenant_id, "u": user_id, "texts": list(by_norm.values()),
-                     "norms": list(by_norm), "sources": [str(s) for s in sources]},
-                )
-            ).all()
-        return sum(1 for row in rows if row[0])
+            return []
+        vectors = await self._embedder.embed(list(by_norm.values()))  # outside the transaction
+        out: list[FactWrite] = []
+        async with self._db.connect() as conn:
+            raw = (await conn.get_raw_connection()).driver_connection
+            assert raw is not None
+            async with raw.transaction():  # the statements below share the lock's transaction
+                await fetch(conn, _LOCK, {"t": tenant_id, "u": user_id})
+                for (norm, fact), vector in zip(by_norm.items(), vectors, strict=True):
+                    params = {
+                        "t": tenant_id, "u": user_id, "text": fact, "norm": norm,
+                        "v": Vector(np.asarray(vector, dtype=np.float32)),
+                        "embedder": self._embedder_name, "importance": importance,
+                        "sources": sources, "origin": origin, "new_id": uuid.uuid4(),
+                    }
+                    out.append(await self._write_one(conn, params))
+        return out
+
+    async def _write_one(self, conn: AsyncConnection, params: dict[str, Any]) -> FactWrite:
+        same = await fetch(conn, _SAME_TEXT, params)
+        if same:
+            await fetch(conn, _TOUCH, {**params, "id": same[0]["id"]})
+            return FactWrite("updated", same[0]["id"], params["text"], None)
+        near = await fetch(conn, _NEAREST, params)
+        if near and near[0]["similarity"] >= self.config.duplicate_cosine:
+            await fetch(conn, _SUPERSEDE, {**params, "old_id": near[0]["id"]})
+            return FactWrite("superseded", params["new_id"], params["text"], near[0]["id"])
+        await fetch(conn, _INSERT, params)
+        return FactWrite("added", params["new_id"], params["text"], None)
+
+    async def forget(
+        self, tenant_id: str, user_id: str, *, fact_id: uuid.UUID | None = None,
+        text_: str | None = None,
+    ) -> list[Fact]:
+        """End the validity of a fact, by id or by its text; returns the facts forgotten."""
+        norm = normalize(text_) if text_ else None
+        async with self._db.connect() as conn:
+            rows = await fetch(conn, _FORGET, {"t": tenant_id, "u": user_id, "id": fact_id,
+                                               "norm": norm})
+        return [_fact(row) for row in rows]
+
+    async def list(
+        self, tenant_id: str, user_id: str, *, limit: int = 50, history: bool = False,
+        before: tuple[datetime, uuid.UUID] | None = None,
+    ) -> list[Fact]:
+        """Newest first; `before` is the (updated_at, id) of the last fact of the page before."""
+        stamp, ident = before if before else (None, None)
+        params = {"t": tenant_id, "u": user_id, "n": limit, "history": history,
+                  "before": stamp, "before_id": ident}
+        async with self._db.connect() as conn:
+            rows = await fetch(conn, _LIST, params)
+        return [_fact(row) for row in rows]
+
+    async def get(self, tenant_id: str, user_id: str, fact_id: uuid.UUID) -> Fact | None:
+        async with self._db.connect() as conn:
+            rows = await fetch(conn, _GET, {"t": tenant_id, "u": user_id, "id": fact_id})
+        return _fact(rows[0]) if rows else None
+
+
+def _fact(row: Any) -> Fact:
+    return Fact(
+        id=row["id"], text=row["text"], importance=row["importance"], origin=row["origin"],
+        sources=list(row["source_message_ids"]), valid_from=row["valid_from"],
+        valid_to=row["valid_to"], superseded_by=row["superseded_by"],
+        created_at=row["created_at"], updated_at=row["updated_at"],
+    )

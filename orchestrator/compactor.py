@@ -18,7 +18,7 @@ from chat.types import MESSAGE_OVERHEAD, Chat, Message
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
 from llm.types import CompletionRequest, ContentDelta, Finish
-from memory.ports import FactStore
+from memory.ports import FactStore, IndexQueue
 from orchestrator.compaction import (
     CompactionPolicy,
     CompactionState,
@@ -52,6 +52,7 @@ class Compactor:
     policy: CompactionPolicy = field(default_factory=CompactionPolicy)
     clock: Callable[[], float] = time.time
     facts: FactStore | None = None  # the memory flush writes the summary's facts here
+    indexer: IndexQueue | None = None  # the span is indexed for recall before it is summarised
 
     async def run(
         self, chat: Chat, *, budget_total: int, fixed_tokens: int, tokens_before: int,
@@ -71,6 +72,7 @@ class Compactor:
         if not span:
             return CompactionDone(None, None, tokens_before, tokens_before, reason, skipped=True)
 
+        indexed = await self._index(chat)
         text, helper_called, helper_failed = await self._summarise(previous, span, state)
         items = extract(render_span(span)) + extract(previous)
         helper_report = verify(items, text, [])
@@ -97,6 +99,7 @@ class Compactor:
                 "helper_model": self.helper_model if helper_called and not helper_failed else None,
                 "fallback": not helper_called or helper_failed,
                 "reason": reason,
+                "indexed": indexed,
                 "tokens_before": tokens_before,
                 "tokens_after": tokens_after,
                 "verification": {
@@ -127,6 +130,19 @@ class Compactor:
             "trigger_ratio": chat.settings.compact_trigger_ratio,
             "target_ratio": chat.settings.compact_target_ratio,
         })
+
+    async def _index(self, chat: Chat) -> bool:
+        """Index what the chat still has queued, so the span stays reachable by recall once
+        it leaves the window. If the embedder is down the queue keeps the messages, and any
+        worker's indexer embeds them when it is back; the pass goes on."""
+        if self.indexer is None:
+            return False
+        try:
+            await self.indexer.index_chat(chat.id)
+        except LLMError as exc:
+            log.warning("could not index the span before compacting (%s); it stays queued", exc)
+            return False
+        return True
 
     def _summary_cost(self, text: str) -> int:
         if not text.strip():

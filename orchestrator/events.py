@@ -63,6 +63,20 @@ class MessageError:
 
 
 @dataclass(frozen=True)
+class RuntimeAction:
+    """A memory tool the step ran for the model: what, on which fact, with what result."""
+
+    action: str  # remember / forget / the unknown name the model called
+    id: str | None  # the fact's id
+    text: str
+    status: str  # added / updated / superseded / forgotten / not_found / invalid
+    call_id: str
+    replaced: str | None = None  # the fact a paraphrase superseded
+    error: str | None = None
+    type: Literal["runtime_action"] = "runtime_action"
+
+
+@dataclass(frozen=True)
 class CompactionDone:
     summary_id: uuid.UUID | None
     through: int | None  # position of the last message summarised
@@ -85,7 +99,7 @@ class StepEnd:
 
 StepEvent = (
     StepStart | ContextInfo | MessageStart | ThinkingChunk | MessageChunk | MessageEnd
-    | MessageError | CompactionDone | StepEnd
+    | MessageError | RuntimeAction | CompactionDone | StepEnd
 )
 
 

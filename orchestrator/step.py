@@ -21,10 +21,19 @@ from chat.ports import (
     StepOutcome,
     StepStore,
 )
-from chat.types import MESSAGE_OVERHEAD, Chat, Message
+from chat.types import MESSAGE_OVERHEAD, Chat, Message, Window
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
-from llm.types import CompletionRequest, ContentDelta, Finish, ReasoningDelta
+from llm.types import (
+    CompletionRequest,
+    ContentDelta,
+    Finish,
+    PromptMessage,
+    ReasoningDelta,
+    ToolCalls,
+)
+from memory.ports import FactStore, IndexQueue, Recaller, RecallResultLike
+from memory.recall import render
 from orchestrator.compaction import Compact, CompactionState, decide
 from orchestrator.compactor import Compactor
 from orchestrator.context import Budget, PromptPlan, assemble
@@ -36,12 +45,16 @@ from orchestrator.events import (
     MessageEnd,
     MessageError,
     MessageStart,
+    RuntimeAction,
     StepEnd,
     StepEvent,
     StepStart,
     ThinkingChunk,
+    event_payload,
 )
 from orchestrator.lease import follow_policy
+from orchestrator.scrub import FenceScrubber
+from orchestrator.tools import MEMORY_TOOLS, execute
 
 log = logging.getLogger("jin.step")
 
@@ -59,6 +72,8 @@ class StepConfig:
     partial_flush: float = 1.0
     worker_id: str = "worker"
     window_read_rows: int = 1000
+    memory_tools: bool = True  # offer remember/forget to the brain (when a FactStore is wired)
+    max_tool_rounds: int = 4  # model calls that may end in tool calls, per step
 
 
 @dataclass
@@ -69,6 +84,9 @@ class StepDeps:
     counter: TokenCounter
     config: StepConfig
     compactor: Compactor | None = None
+    recall: Recaller | None = None
+    facts: FactStore | None = None  # the remember/forget tools write here
+    indexer: IndexQueue | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +102,7 @@ class StepRequest:
 class Started:
     chat: Chat
     begun: BegunStep
+    window: Window
     plan: PromptPlan
     received_at: float
     opened_at: float
@@ -149,7 +168,8 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
     if isinstance(result, StepOutcome):
         return Replayed(result)
     plan = assemble(result.window, request.content, budget_for(result.chat, cfg), deps.counter)
-    return Started(result.chat, result.begun, plan, received_at, time.perf_counter())
+    return Started(result.chat, result.begun, result.window, plan, received_at,
+                   time.perf_counter())
 
 
 async def reset_chat(deps: StepDeps, tenant_id: str, chat_id: uuid.UUID) -> Message:
@@ -176,6 +196,19 @@ class _Answer:
     finished: bool = False  # the model sent its finish
     status: str = "complete"
     error: tuple[str, str] | None = None  # (code, text)
+    actions: list[RuntimeAction] = field(default_factory=list)
+
+    def add_usage(self, usage: dict[str, Any]) -> None:
+        """Usage summed over the model calls of a step (tool rounds make several)."""
+        if not usage:
+            return
+        merged = dict(self.usage or {})
+        for key, value in usage.items():
+            if isinstance(value, int | float) and isinstance(merged.get(key), int | float):
+                merged[key] = merged[key] + value
+            else:
+                merged[key] = value
+        self.usage = merged
 
     def partial(self) -> tuple[str, str]:
         return "".join(self.content), "".join(self.reasoning)
@@ -223,30 +256,18 @@ async def run_step(
         if done is not None:
             yield done
             compacted = not done.skipped
-            plan = await _replan(deps, started)
-            started = replace(started, plan=plan)
-    yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, [])
+            started = await _replan(deps, started)
+    started, recalled = await _recall(deps, started)
+    plan = started.plan
+    yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, recalled)
     yield MessageStart(message_id, "assistant")
 
     answer = _Answer()
     monitor = asyncio.create_task(_monitor(deps, started, abort, answer))
     model_started = time.perf_counter()
-    request = CompletionRequest(
-        messages=plan.messages,
-        model=started.chat.settings.model,
-        max_tokens=plan.budget.answer_reserve,
-        temperature=started.chat.settings.temperature,
-    )
     try:
-        async for delta in _until_aborted(deps.brain.stream(request), abort):
-            if isinstance(delta, ContentDelta):
-                answer.content.append(delta.text)
-                yield MessageChunk(message_id, delta.text)
-            elif isinstance(delta, ReasoningDelta):
-                answer.reasoning.append(delta.text)
-                yield ThinkingChunk(message_id, delta.text)
-            elif isinstance(delta, Finish):
-                answer.usage, answer.finished = delta.usage or None, True
+        async for event in _answer(deps, started, abort, answer):
+            yield event
         if abort.event.is_set() and not answer.finished:
             answer.status = "interrupted"
             log.info("step %s interrupted: %s", begun.step_id, abort.reason)
@@ -267,6 +288,8 @@ async def run_step(
         if not await _persist(deps, started, answer, timings):
             answer.status = "interrupted"
             answer.error = ("lease_lost", "another worker took this chat over; answer not saved")
+        if deps.indexer is not None:
+            deps.indexer.wake()
     if answer.error is not None:
         yield MessageError(message_id, *answer.error)
     yield MessageEnd(message_id, answer.status, answer.usage)
@@ -287,6 +310,88 @@ async def run_step(
     yield StepEnd(begun.step_id, answer.status, _timings(started, model_started, model_ended))
 
 
+async def _answer(
+    deps: StepDeps, started: Started, abort: AbortSignal, answer: _Answer
+) -> AsyncIterator[StepEvent]:
+    """The brain's answer, continued after each round of memory tool calls it makes."""
+    cfg, chat, plan = deps.config, started.chat, started.plan
+    message_id = started.begun.assistant_message_id
+    tools = MEMORY_TOOLS if deps.facts is not None and cfg.memory_tools else None
+    messages = list(plan.messages)
+    scrubber = FenceScrubber()  # the model may echo a fence: it never reaches the answer
+    for round_ in range(cfg.max_tool_rounds + 1):
+        request = CompletionRequest(
+            messages=messages, model=chat.settings.model, max_tokens=plan.budget.answer_reserve,
+            temperature=chat.settings.temperature,
+            tools=tools if round_ < cfg.max_tool_rounds else None,
+        )
+        calls, said = None, []
+        async for delta in _until_aborted(deps.brain.stream(request), abort):
+            if isinstance(delta, ContentDelta):
+                if text := scrubber.feed(delta.text):
+                    said.append(text)
+                    answer.content.append(text)
+                    yield MessageChunk(message_id, text)
+            elif isinstance(delta, ReasoningDelta):
+                answer.reasoning.append(delta.text)
+                yield ThinkingChunk(message_id, delta.text)
+            elif isinstance(delta, ToolCalls):
+                calls = delta.calls
+            elif isinstance(delta, Finish):
+                answer.add_usage(delta.usage)
+                answer.finished = not calls
+        if not calls or abort.event.is_set() or deps.facts is None:
+            break
+        messages.append(PromptMessage("assistant", "".join(said),
+                                      tool_calls=[c.to_openai() for c in calls]))
+        sources = [started.begun.user_message.id, message_id]
+        for call in calls:
+            result = await execute(call, deps.facts, chat, sources)
+            answer.actions.append(result.action)
+            yield result.action
+            messages.append(PromptMessage("tool", result.content, tool_call_id=call.id))
+    if tail := scrubber.flush():
+        answer.content.append(tail)
+        yield MessageChunk(message_id, tail)
+
+
+async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[str, Any]]]:
+    """Fill the memory fence; a failure of recall leaves it empty and never fails the step."""
+    user_message = started.begun.user_message
+    try:
+        plan, result = await recall_into(
+            deps, started.chat, started.window, started.plan, user_message.content,
+            new_message=user_message.content, also_shown=[user_message.id],
+        )
+    except Exception:  # the boundary of an optional part: log it, answer without memory
+        log.warning("recall failed; answering without recalled memory", exc_info=True)
+        return started, []
+    items = [item.to_json() for item in result.items] if result is not None else []
+    return replace(started, plan=plan), items
+
+
+async def recall_into(
+    deps: StepDeps, chat: Chat, window: Window, plan: PromptPlan, query: str, *,
+    new_message: str | None, also_shown: list[uuid.UUID] | None = None,
+) -> tuple[PromptPlan, RecallResultLike | None]:
+    """The plan with its memory fence filled by recall for `query`. What the prompt already
+    shows (head, history, tail) is never recalled, nor what a "start over" put behind."""
+    if deps.recall is None or not query.strip():
+        return plan, None
+    shown = [uuid.UUID(i) for s in plan.sections if s.name in ("head", "history", "tail")
+             for i in s.source_ids]
+    reset = window.summary if window.summary and window.summary.meta.get("reset") else None
+    result = await deps.recall.recall(
+        chat.tenant_id, chat.user_id, query, exclude=[*shown, *(also_shown or [])],
+        hide=(chat.id, reset.created_at) if reset else None,
+    )
+    if not result.items:
+        return plan, result
+    plan = assemble(window, new_message, plan.budget, deps.counter,
+                    recalled=[render(item) for item in result.items])
+    return plan, result
+
+
 async def _compact(
     deps: StepDeps, started: Started, tokens_before: int, reason: str
 ) -> CompactionDone | None:
@@ -303,14 +408,14 @@ async def _compact(
         return None
 
 
-async def _replan(deps: StepDeps, started: Started) -> PromptPlan:
+async def _replan(deps: StepDeps, started: Started) -> Started:
     """The prompt again after a compaction, without this step's own new message in the tail."""
     budget = started.plan.budget
     window = await deps.chats.load_window(started.chat, deps.config.window_read_rows, budget.total)
     mine = started.begun.user_message.position
     window = replace(window, tail=[m for m in window.tail if m.position < mine])
     new = started.begun.user_message.content
-    return assemble(window, new, budget, deps.counter)
+    return replace(started, window=window, plan=assemble(window, new, budget, deps.counter))
 
 
 def _timings(started: Started, model_started: float, model_ended: float) -> dict[str, float]:
@@ -342,6 +447,7 @@ async def _persist(
         usage=answer.usage,
         error_code=answer.error[0] if answer.error else None,
         timings=timings,
+        meta={"actions": [event_payload(a) for a in answer.actions]} if answer.actions else None,
     )
     written = await asyncio.shield(asyncio.ensure_future(write))
     if not written:

@@ -13,10 +13,11 @@ from api.deps import RuntimeDep, TenantDep
 from api.problems import Problem
 from api.schemas import CreateChat, UpdateChat, chat_json, message_json
 from chat.ports import NewChat
-from chat.types import Chat, ModelSettings
+from chat.types import Chat, ModelSettings, Window
+from llm.errors import LLMError
 from orchestrator.compaction import CompactionState, decide
 from orchestrator.context import PromptPlan, assemble
-from orchestrator.step import budget_for, reset_chat
+from orchestrator.step import budget_for, recall_into, reset_chat
 
 router = APIRouter(prefix="/v1/chats", tags=["chats"])
 
@@ -101,13 +102,27 @@ async def delete_chat(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep
 
 
 @router.get("/{chat_id}/context")
-async def context(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
-    """What the next step would send, before its new message: sections, tokens, budget."""
+async def context(
+    chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep,
+    message: Annotated[str | None, Query(max_length=100_000)] = None,
+) -> dict[str, Any]:
+    """What the next step would send: sections, tokens, budget, what recall found and why
+    (each item's dense, keyword, recency and weight scores). With `message`, the prompt as that
+    message would make it; else without a new message, recalling for the last user message."""
     deps = runtime.deps
     chat = await _chat(runtime, tenant, chat_id)
     budget = budget_for(chat, deps.config)
     window = await deps.chats.load_window(chat, deps.config.window_read_rows, budget.total)
     plan = assemble(window, None, budget, deps.counter)
+    query = message if message is not None else _last_user_text(window)
+    recall: dict[str, Any] = {"query": query, "enabled": deps.recall is not None}
+    try:
+        plan, result = await recall_into(deps, chat, window, plan, query, new_message=message)
+    except LLMError as exc:
+        recall["error"] = f"{exc.code}: {exc}"
+        result = None
+    if result is not None:
+        recall.update(mode=result.mode, candidates=result.candidates, timings=result.timings)
     return {
         "chat_id": str(chat.id),
         "messages": [m.to_openai() for m in plan.messages],
@@ -127,8 +142,13 @@ async def context(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) ->
         "left_out": plan.left_out,
         "would_compact": plan.would_compact,
         "compaction": _compaction_view(runtime, chat, plan),
-        "recalled": [],
+        "recalled": [item.to_json() for item in result.items] if result is not None else [],
+        "recall": recall,
     }
+
+
+def _last_user_text(window: Window) -> str:
+    return next((m.content for m in reversed(window.tail) if m.kind == "user"), "")
 
 
 def _compaction_view(runtime: RuntimeDep, chat: Chat, plan: PromptPlan) -> dict[str, Any]:

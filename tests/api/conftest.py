@@ -26,6 +26,10 @@ def jin_factory(
             "brain_model": "fake",
             "helper_url": helper_url,
             "helper_model": "fake",
+            # The fake's bag-of-words vectors: texts that share words are close. Tests of
+            # meaning use the built-in MiniLM instead (embedder_url=None).
+            "embedder_url": model_url,
+            "embedder_model": "fake-embedder",
             "abort_poll_seconds": 0.05,
             **overrides,
         }

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import httpx
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -12,6 +14,12 @@ from chat.types import summary_id_for
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.sse_client import history, new_chat, stream_step
 
+
+
+@pytest.fixture
+def jin(jin_factory: Callable[..., str]) -> str:
+    # These tests pin the window exactly; what recall adds has its own tests (test_memory.py).
+    return jin_factory(recall=False)
 
 async def _turns(client: httpx.AsyncClient, model: FakeOpenAIServer, chat_id: str, n: int) -> None:
     for i in range(n):

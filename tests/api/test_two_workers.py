@@ -34,6 +34,8 @@ def workers(database_url: str, model_url: str) -> Iterator[Callable[..., str]]:
             "DATABASE_URL": database_url,
             "JIN_BRAIN_URL": model_url,
             "JIN_HELPER_URL": model_url,
+            "JIN_EMBEDDER_URL": model_url,
+            "JIN_EMBEDDER_MODEL": "fake-embedder",
             "JIN_ABORT_POLL_SECONDS": "0.1",
             "JIN_LOG_LEVEL": "warning",
             **extra,
@@ -67,9 +69,13 @@ def workers(database_url: str, model_url: str) -> Iterator[Callable[..., str]]:
 
 
 async def test_alternating_workers_give_the_same_history_as_one(
-    workers: Callable[[], str], model: FakeOpenAIServer
+    workers: Callable[..., str], model: FakeOpenAIServer
 ) -> None:
-    a_url, b_url = await asyncio.to_thread(workers), await asyncio.to_thread(workers)
+    # Recall off: the two chats belong to one user, and recall would show each the other's
+    # rows (as soon as they are indexed, in the background); this test compares the windows.
+    no_recall = {"JIN_RECALL": "false"}
+    a_url = await asyncio.to_thread(workers, **no_recall)
+    b_url = await asyncio.to_thread(workers, **no_recall)
     async with httpx.AsyncClient(base_url=a_url, timeout=30) as a, \
             httpx.AsyncClient(base_url=b_url, timeout=30) as b:
         split_chat, single_chat = await new_chat(a), await new_chat(a)

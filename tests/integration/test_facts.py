@@ -1,26 +1,83 @@
-"""Durable facts in Postgres: a fact written twice is one row, scoped to its user."""
+"""Durable facts in Postgres: never duplicated, superseded with history, scoped to their user."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from api.database import create_memory_engine
+from llm.onnx_embedder import OnnxMiniLM
 from memory.store import PostgresFactStore
 
 
+@pytest.fixture(scope="session")
+def minilm() -> OnnxMiniLM:
+    return OnnxMiniLM()
+
+
+@pytest.fixture
+async def memory_db(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_memory_engine(database_url, pool_size=2)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def store(memory_db: AsyncEngine, minilm: OnnxMiniLM) -> PostgresFactStore:
+    return PostgresFactStore(memory_db, minilm, minilm.name)
+
+
+async def _rows(engine: AsyncEngine) -> list[tuple]:
+    async with engine.connect() as conn:
+        return [tuple(r) for r in (await conn.execute(text(
+            "SELECT user_id, text, source_message_ids, valid_to IS NULL, superseded_by "
+            "FROM memories ORDER BY user_id, valid_from"))).all()]
+
+
 async def test_the_same_fact_twice_updates_one_row_and_users_stay_apart(
-    engine: AsyncEngine,
+    store: PostgresFactStore, memory_db: AsyncEngine,
 ) -> None:
-    store = PostgresFactStore(engine)
     first, second = uuid.uuid4(), uuid.uuid4()
     assert await store.remember("t", "ana", ["- Ana's locker is LCK-0042."], [first]) == 1
     assert await store.remember("t", "ana", ["ana's   locker is LCK-0042"], [second]) == 0
     assert await store.remember("t", "ben", ["- Ana's locker is LCK-0042."], [second]) == 1
-    async with engine.connect() as conn:
-        rows = (await conn.execute(text(
-            "SELECT user_id, text, source_message_ids FROM memories ORDER BY user_id"))).all()
+    rows = await _rows(memory_db)
     assert [(r[0], r[1]) for r in rows] == [
         ("ana", "Ana's locker is LCK-0042."), ("ben", "Ana's locker is LCK-0042.")]
     assert set(rows[0][2]) == {first, second}
+
+
+async def test_a_close_paraphrase_supersedes_the_fact_and_keeps_its_history(
+    store: PostgresFactStore, memory_db: AsyncEngine,
+) -> None:
+    a, b = uuid.uuid4(), uuid.uuid4()
+    [added] = await store.write("t", "ana", ["The user's favourite colour is green."], [a],
+                                origin="tool")
+    [again] = await store.write("t", "ana", ["The user's favourite colour is green!"], [b],
+                                origin="tool")
+    [other] = await store.write("t", "ana", ["The user works at a bakery in Lviv."], [b],
+                                origin="tool")
+    assert (added.action, again.action, other.action) == ("added", "superseded", "added")
+    assert again.replaced == added.id
+    rows = await _rows(memory_db)
+    current = [r for r in rows if r[3]]
+    assert sorted(r[1] for r in current) == [
+        "The user works at a bakery in Lviv.", "The user's favourite colour is green!"]
+    old = next(r for r in rows if not r[3])  # the superseded version, with its successor
+    assert old[1] == "The user's favourite colour is green." and old[4] == again.id
+    successor = next(r for r in rows if r[1].endswith("green!"))
+    assert set(successor[2]) == {a, b}  # sources carried over
+
+
+async def test_forget_ends_a_fact_for_its_owner_only(store: PostgresFactStore) -> None:
+    [fact] = await store.write("t", "ana", ["Ana's flight is on 14 March."], [], origin="api")
+    assert await store.forget("t", "ben", fact_id=fact.id) == []  # not ben's to forget
+    assert [f.text for f in await store.list("t", "ana")] == ["Ana's flight is on 14 March."]
+    gone = await store.forget("t", "ana", text_="ana's flight is on 14 march")
+    assert [f.id for f in gone] == [fact.id] and gone[0].valid_to is not None
+    assert await store.list("t", "ana") == []
+    assert [f.id for f in await store.list("t", "ana", history=True)] == [fact.id]

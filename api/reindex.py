@@ -1,0 +1,147 @@
+"""`jin reindex`: re-embed every message and fact with the configured embedder.
+
+Resumable by construction: messages to re-embed wait in `recall_queue` (in Postgres), and facts
+are picked by the embedder named on their row, so a run that stops half-way is continued by the
+next one. Serving workers keep answering meanwhile; their indexers help drain the queue. When the
+new model has another dimension, the vector columns are resized first, through the Alembic
+operations of migrations/embedding_dim.py.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+import numpy as np
+from pgvector import Vector
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api.database import create_memory_engine
+from api.embedders import build_embedder
+from api.settings import Settings
+from chat.tables import fetch
+from llm.openai import new_session
+from memory.indexer import Indexer, IndexerConfig
+from migrations.embedding_dim import current_dim, resize
+
+# Messages whose vector is another model's, or that never got one (written before indexing
+# existed): into the queue. Idempotent, so a resumed run adds nothing twice.
+_ENQUEUE = text("""
+WITH stale AS (
+    INSERT INTO recall_queue (message_id)
+    SELECT message_id FROM message_embeddings WHERE embedder <> :name
+    ON CONFLICT DO NOTHING
+)
+INSERT INTO recall_queue (message_id)
+SELECT m.id FROM messages m
+WHERE m.kind IN ('user', 'assistant') AND m.content <> '' AND m.status <> 'failed'
+  AND m.status <> 'streaming'
+  AND NOT EXISTS (SELECT 1 FROM message_embeddings e WHERE e.message_id = m.id)
+ON CONFLICT DO NOTHING""")
+
+_PENDING = text("SELECT count(*) FROM recall_queue")
+_STALE_FACTS = text("""
+SELECT id, text FROM memories WHERE embedder IS DISTINCT FROM :name ORDER BY id LIMIT :n""")
+_FACT_COUNT = text("SELECT count(*) FROM memories WHERE embedder IS DISTINCT FROM :name")
+_SET_FACTS = text("""
+UPDATE memories m SET embedding = f.embedding, embedder = :name
+FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS f(id, embedding)
+WHERE m.id = f.id""")
+
+
+class Progress:
+    """A progress bar on a terminal; a line per 10% elsewhere (logs of a job runner)."""
+
+    def __init__(self, label: str, total: int, out: TextIO) -> None:
+        self.label, self.total, self.out = label, max(total, 0), out
+        self.done, self.started, self._shown = 0, time.monotonic(), -1
+        self.tty = out.isatty()
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        fraction = self.done / self.total if self.total else 1.0
+        rate = self.done / max(time.monotonic() - self.started, 1e-9)
+        eta = (self.total - self.done) / rate if rate and self.total > self.done else 0
+        if self.tty:
+            bar = "#" * int(fraction * 30)
+            self.out.write(f"\r{self.label} [{bar:<30}] {self.done}/{self.total} "
+                           f"{rate:6.0f}/s eta {eta:4.0f}s")
+        elif int(fraction * 10) > self._shown:
+            self._shown = int(fraction * 10)
+            self.out.write(f"{self.label}: {self.done}/{self.total} ({fraction:.0%}), "
+                           f"{rate:.0f}/s\n")
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.out.write("\n")
+        self.out.flush()
+
+
+def _resize(connection: Connection, dim: int) -> None:
+    from alembic.migration import MigrationContext
+    from alembic.operations import Operations
+
+    resize(Operations(MigrationContext.configure(connection)), dim)
+
+
+async def reindex(settings: Settings, url: str, out: TextIO = sys.stderr) -> dict[str, Any]:
+    db = create_memory_engine(url, pool_size=2)
+    http = new_session(connect_timeout=settings.provider_connect_timeout,
+                       read_timeout=settings.provider_read_timeout)
+    try:
+        embedder, provider = build_embedder(settings, http)
+        name = provider.model
+        async with db.begin() as conn:
+            stored = await conn.run_sync(current_dim)
+            if embedder.dim != stored:
+                out.write(f"resizing vectors from {stored} to {embedder.dim} dimensions\n")
+                await conn.run_sync(_resize, embedder.dim)
+        return {
+            "embedder": name, "dim": embedder.dim,
+            "messages": await _messages(db, embedder, name, settings, out),
+            "facts": await _facts(db, embedder, name, settings.indexer_batch_size, out),
+        }
+    finally:
+        await http.close()
+        await db.dispose()
+
+
+async def _messages(
+    db: AsyncEngine, embedder: Any, name: str, settings: Settings, out: TextIO
+) -> int:
+    auto = db.execution_options(isolation_level="AUTOCOMMIT")
+    async with auto.connect() as conn:
+        await fetch(conn, _ENQUEUE, {"name": name})
+        total = int((await fetch(conn, _PENDING, {}))[0][0])
+    indexer = Indexer(db, embedder, name, IndexerConfig(batch_size=settings.indexer_batch_size,
+                                                        claim_seconds=120))
+    progress = Progress("messages", total, out)
+    while n := await indexer.drain_once():
+        progress.advance(n)
+    progress.close()
+    return progress.done
+
+
+async def _facts(db: AsyncEngine, embedder: Any, name: str, batch: int, out: TextIO) -> int:
+    auto = db.execution_options(isolation_level="AUTOCOMMIT")
+    async with auto.connect() as conn:
+        total = int((await fetch(conn, _FACT_COUNT, {"name": name}))[0][0])
+    progress = Progress("facts", total, out)
+    while True:
+        async with auto.connect() as conn:
+            rows = await fetch(conn, _STALE_FACTS, {"name": name, "n": batch})
+        if not rows:
+            break
+        vectors = await embedder.embed([row["text"] for row in rows])
+        async with auto.connect() as conn:
+            await fetch(conn, _SET_FACTS, {
+                "name": name, "ids": [row["id"] for row in rows],
+                "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
+            })
+        progress.advance(len(rows))
+    progress.close()
+    return progress.done

@@ -1,0 +1,113 @@
+"""`/v1/memories`: a user's durable facts, and search over everything recall reaches.
+
+Every call is scoped to the caller's tenant and the `user_id` it names.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.deps import RuntimeDep, TenantDep
+from api.problems import Problem
+from api.schemas import Text
+from llm.errors import LLMError
+from memory.recall import RecallConfig
+from memory.search import PostgresRecall
+from memory.store import PostgresFactStore
+
+router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+UserId = Annotated[str, Query(min_length=1, max_length=200)]
+
+
+class AddMemory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: Text = Field(min_length=1, max_length=200)
+    text: Text = Field(min_length=1, max_length=2000)
+    importance: float = Field(default=0.5, ge=0, le=1)
+
+
+def _stores(runtime: RuntimeDep) -> tuple[PostgresFactStore, PostgresRecall]:
+    facts, recall = runtime.deps.facts, runtime.deps.recall
+    if not isinstance(facts, PostgresFactStore) or not isinstance(recall, PostgresRecall):
+        raise Problem(503, "memory_unavailable", runtime.memory_problem or "memory is disabled")
+    return facts, recall
+
+
+def _embedder_down(exc: LLMError) -> Problem:
+    return Problem(503, "embedder_unavailable", f"the embedder failed: {exc}", provider=exc.code)
+
+
+@router.get("")
+async def list_or_search(
+    runtime: RuntimeDep,
+    tenant: TenantDep,
+    user_id: UserId,
+    q: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
+    mode: Literal["hybrid", "dense", "keyword"] = "hybrid",
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    history: bool = False,
+    before: Annotated[str | None, Query(description="cursor from the previous page")] = None,
+) -> dict[str, Any]:
+    """Without `q`: the user's facts, newest first (`history` adds superseded and forgotten
+    ones). With `q`: what recall would find, facts and past messages, with each score."""
+    facts, recall = _stores(runtime)
+    if q is not None:
+        config = RecallConfig(**{**recall.config.__dict__, "mode": mode, "max_items": limit,
+                                 "budget_tokens": 1_000_000})
+        try:
+            result = await recall.recall(tenant, user_id, q, config=config)
+        except LLMError as exc:
+            raise _embedder_down(exc) from exc
+        return {"query": q, "mode": mode, "items": [i.to_json() for i in result.items],
+                "candidates": result.candidates, "timings": result.timings}
+    rows = await facts.list(tenant, user_id, limit=limit + 1, history=history,
+                            before=_cursor(before))
+    page = rows[:limit]
+    cursor = f"{page[-1].updated_at.isoformat()}|{page[-1].id}" if len(rows) > limit else None
+    return {"items": [f.to_json() for f in page], "next": cursor}
+
+
+def _cursor(value: str | None) -> tuple[datetime, uuid.UUID] | None:
+    if value is None:
+        return None
+    stamp, _, ident = value.partition("|")
+    try:
+        return datetime.fromisoformat(stamp), uuid.UUID(ident)
+    except ValueError as exc:
+        raise Problem(422, "invalid_request", "`before` is not a cursor from this API") from exc
+
+
+@router.post("", status_code=201)
+async def add(body: AddMemory, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
+    """Write a fact; one that already exists (same text, or a close paraphrase) is updated."""
+    facts, _ = _stores(runtime)
+    try:
+        writes = await facts.write(tenant, body.user_id, [body.text], [], origin="api",
+                                   importance=body.importance)
+    except LLMError as exc:
+        raise _embedder_down(exc) from exc
+    if not writes:
+        raise Problem(422, "invalid_request", "the fact is empty once cleaned")
+    w = writes[0]
+    fact = await facts.get(tenant, body.user_id, w.id)
+    assert fact is not None
+    return {"result": w.action, "replaced": str(w.replaced) if w.replaced else None,
+            **fact.to_json()}
+
+
+@router.delete("/{memory_id}", status_code=204)
+async def forget(
+    memory_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep, user_id: UserId
+) -> Response:
+    """Forget a fact: it leaves recall; `GET ?history=true` still shows it, with `valid_to`."""
+    facts, _ = _stores(runtime)
+    if not await facts.forget(tenant, user_id, fact_id=memory_id):
+        raise Problem(404, "not_found", f"memory {memory_id} does not exist")
+    return Response(status_code=204)

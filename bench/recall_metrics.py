@@ -1,0 +1,363 @@
+"""Scoring for the recall benchmark: the dataset format, per-question metrics, the summary.
+
+A dataset is JSON Lines, one object a line:
+
+    {"type": "turn", "conversation_id", "turn_id", "session_id", "role", "content",
+     "created_at"}
+    {"type": "question", "question_id", "conversation_id", "question", "asked_at",
+     "evidence": [turn ids], "category": optional, "lang": optional}
+
+A conversation is one user, a session one chat of that user. Timestamps are ISO-8601 with a
+timezone. Turn ids are unique within their conversation (converted datasets such as LoCoMo reuse
+ids like "D1:3" across conversations). Fields not named here are ignored. A run file holds
+{"question_id", "results": [turn ids, best first]} a line.
+
+Metrics and aggregation are pure functions; load_dataset, write_run and load_run do the I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    conversation_id: str
+    session_id: str
+    turn_id: str
+    role: Role
+    content: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Session:
+    session_id: str
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    conversation_id: str
+    sessions: tuple[Session, ...]
+
+    def turns(self) -> list[Turn]:
+        return [turn for session in self.sessions for turn in session.turns]
+
+
+@dataclass(frozen=True)
+class Question:
+    question_id: str
+    conversation_id: str
+    question: str
+    asked_at: datetime
+    evidence: tuple[str, ...]
+    category: str | None = None
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class Dataset:
+    conversations: dict[str, Conversation]  # in the order of their first line
+    questions: tuple[Question, ...]
+
+
+# --- metrics -----------------------------------------------------------------------------
+
+
+def _check(evidence: set[str] | frozenset[str], k: int) -> None:
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if not evidence:
+        # Undefined rather than 0: a silent 0 would drag the mean down for a dataset gap.
+        raise ValueError("no evidence: recall is undefined, leave such questions out")
+
+
+def recall_at(results: Sequence[str], evidence: set[str] | frozenset[str], k: int) -> float:
+    """|top-k ∩ evidence| / |evidence|. Raises ValueError for empty evidence or k < 1."""
+    _check(evidence, k)
+    return len(set(results[:k]) & evidence) / len(evidence)
+
+
+def ndcg_at(results: Sequence[str], evidence: set[str] | frozenset[str], k: int) -> float:
+    """NDCG@k with binary relevance and a log2(rank + 1) discount.
+
+    The ideal ranking puts min(k, |evidence|) relevant turns first. A turn returned twice
+    counts once, so a retriever cannot score above 1 by repeating a hit.
+    """
+    _check(evidence, k)
+    seen: set[str] = set()
+    dcg = 0.0
+    for rank, turn_id in enumerate(results[:k], start=1):
+        if turn_id in evidence and turn_id not in seen:
+            dcg += 1 / math.log2(rank + 1)
+        seen.add(turn_id)
+    ideal = sum(1 / math.log2(rank + 1) for rank in range(1, min(k, len(evidence)) + 1))
+    return dcg / ideal
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The p-th percentile (0-100), interpolated linearly between the closest ranks.
+
+    The same definition as numpy's default and Excel's PERCENTILE.INC: p50 of [1, 2, 3, 4] is 2.5.
+    """
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= p <= 100:
+        raise ValueError(f"p must be within 0..100, got {p}")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * p / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+# --- aggregation -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuestionRun:
+    """One question as the runner saw it: what came back, and how long that took."""
+
+    question_id: str
+    results: tuple[str, ...]  # turn ids, best first
+    evidence: frozenset[str]
+    latency_s: float
+    category: str | None = None
+
+    @classmethod
+    def of(cls, question: Question, results: Sequence[str], latency_s: float) -> QuestionRun:
+        return cls(
+            question_id=question.question_id, results=tuple(results),
+            evidence=frozenset(question.evidence), latency_s=latency_s,
+            category=question.category,
+        )
+
+
+@dataclass(frozen=True)
+class Scores:
+    questions: int
+    recall_5: float
+    recall_10: float
+    recall_20: float
+    ndcg_10: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    overall: Scores
+    by_category: dict[str | None, Scores]  # empty unless some question has a category
+    queries: int  # every question run, scored or not
+    unscored: int  # questions without evidence, left out of the scores
+    wall_s: float
+    queries_per_s: float
+    p50_ms: float
+    p95_ms: float
+
+
+def _scores(rows: Sequence[QuestionRun]) -> Scores:
+    def mean(metric: Any, k: int) -> float:
+        return sum(metric(r.results, r.evidence, k) for r in rows) / len(rows)
+
+    return Scores(
+        questions=len(rows), recall_5=mean(recall_at, 5), recall_10=mean(recall_at, 10),
+        recall_20=mean(recall_at, 20), ndcg_10=mean(ndcg_at, 10),
+    )
+
+
+def _category_order(category: str | None) -> tuple[bool, str]:
+    return (category is None, category or "")  # named categories first, "(none)" last
+
+
+def aggregate(rows: Sequence[QuestionRun], wall_s: float) -> Summary:
+    """Mean metrics overall and per category; throughput and latency over every question run.
+
+    Questions without evidence are run and timed but not scored (see `Summary.unscored`).
+    """
+    if not rows:
+        raise ValueError("no questions were run")
+    if wall_s <= 0:
+        raise ValueError(f"wall time must be positive, got {wall_s}")
+    scored = [row for row in rows if row.evidence]
+    if not scored:
+        raise ValueError("no question has evidence to score against")
+    by_category: dict[str | None, Scores] = {}
+    if any(row.category is not None for row in scored):
+        groups: dict[str | None, list[QuestionRun]] = {}
+        for row in scored:
+            groups.setdefault(row.category, []).append(row)
+        for category in sorted(groups, key=_category_order):
+            by_category[category] = _scores(groups[category])
+    latencies_ms = [row.latency_s * 1000 for row in rows]
+    return Summary(
+        overall=_scores(scored), by_category=by_category, queries=len(rows),
+        unscored=len(rows) - len(scored), wall_s=wall_s, queries_per_s=len(rows) / wall_s,
+        p50_ms=percentile(latencies_ms, 50), p95_ms=percentile(latencies_ms, 95),
+    )
+
+
+def format_report(summary: Summary, title: str = "recall") -> str:
+    """A plain-text table: one line overall, then one per category when there are any."""
+    lines = [f"{title}: {summary.queries} questions, {summary.overall.questions} scored"
+             + (f" ({summary.unscored} without evidence left out)" if summary.unscored else ""),
+             ""]
+    rows = [("all", summary.overall)]
+    rows += [(category or "(none)", scores) for category, scores in summary.by_category.items()]
+    width = max(len("category"), *(len(name) for name, _ in rows))
+    lines.append(f"{'category':<{width}}  {'n':>5}  {'R@5':>6}  {'R@10':>6}  {'R@20':>6}"
+                 f"  {'NDCG@10':>7}")
+    for name, s in rows:
+        lines.append(f"{name:<{width}}  {s.questions:>5}  {s.recall_5:>6.3f}  {s.recall_10:>6.3f}"
+                     f"  {s.recall_20:>6.3f}  {s.ndcg_10:>7.3f}")
+    lines += ["", f"{summary.queries} queries in {summary.wall_s:.2f} s: "
+              f"{summary.queries_per_s:.1f} queries/s, latency p50 {summary.p50_ms:.1f} ms, "
+              f"p95 {summary.p95_ms:.1f} ms"]
+    return "\n".join(lines) + "\n"
+
+
+# --- files -------------------------------------------------------------------------------
+
+_TURN_FIELDS = ("conversation_id", "turn_id", "session_id", "role", "content", "created_at")
+_QUESTION_FIELDS = ("question_id", "conversation_id", "question", "asked_at", "evidence")
+
+
+def _record(line: str, n: int) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"line {n}: not valid JSON ({exc.msg})") from exc
+    if not isinstance(record, dict):
+        raise ValueError(f"line {n}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def _fields(record: dict[str, Any], names: tuple[str, ...], n: int) -> None:
+    missing = [name for name in names if name not in record]
+    if missing:
+        raise ValueError(f"line {n}: {record['type']} is missing {', '.join(missing)}")
+    for name in names:
+        if name != "evidence" and not isinstance(record[name], str):
+            raise ValueError(f"line {n}: {name} must be a string")
+    for name in ("category", "lang"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            raise ValueError(f"line {n}: {name} must be a string or null")
+
+
+def _timestamp(value: str, name: str, n: int) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ValueError(f"line {n}: {name} is not an ISO-8601 timestamp: {value!r}") from exc
+    if parsed.tzinfo is None:
+        raise ValueError(f"line {n}: {name} has no timezone: {value!r}")
+    return parsed
+
+
+def _turn(record: dict[str, Any], n: int) -> Turn:
+    _fields(record, _TURN_FIELDS, n)
+    if record["role"] not in ("user", "assistant"):
+        raise ValueError(f"line {n}: role must be 'user' or 'assistant', got {record['role']!r}")
+    return Turn(
+        conversation_id=record["conversation_id"], session_id=record["session_id"],
+        turn_id=record["turn_id"], role=record["role"], content=record["content"],
+        created_at=_timestamp(record["created_at"], "created_at", n),
+    )
+
+
+def _question(record: dict[str, Any], n: int) -> Question:
+    _fields(record, _QUESTION_FIELDS, n)
+    evidence = record["evidence"]
+    if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
+        raise ValueError(f"line {n}: evidence must be a list of turn ids (strings)")
+    return Question(
+        question_id=record["question_id"], conversation_id=record["conversation_id"],
+        question=record["question"], asked_at=_timestamp(record["asked_at"], "asked_at", n),
+        evidence=tuple(evidence), category=record.get("category"), lang=record.get("lang"),
+    )
+
+
+def _assemble(turns: list[tuple[int, Turn]], questions: list[tuple[int, Question]]) -> Dataset:
+    sessions: dict[str, dict[str, list[Turn]]] = {}
+    ids: dict[str, set[str]] = {}
+    for n, turn in turns:
+        known = ids.setdefault(turn.conversation_id, set())
+        if turn.turn_id in known:
+            raise ValueError(f"line {n}: turn {turn.turn_id!r} appears twice in conversation "
+                             f"{turn.conversation_id!r}")
+        known.add(turn.turn_id)
+        by_session = sessions.setdefault(turn.conversation_id, {})
+        by_session.setdefault(turn.session_id, []).append(turn)
+    seen: set[str] = set()
+    for n, question in questions:
+        if question.question_id in seen:
+            raise ValueError(f"line {n}: question {question.question_id!r} appears twice")
+        seen.add(question.question_id)
+        if question.conversation_id not in ids:
+            raise ValueError(f"line {n}: conversation {question.conversation_id!r} has no turns")
+        unknown = [e for e in question.evidence if e not in ids[question.conversation_id]]
+        if unknown:
+            raise ValueError(f"line {n}: evidence {', '.join(map(repr, unknown))} is not a turn "
+                             f"of conversation {question.conversation_id!r}")
+    conversations = {
+        cid: Conversation(cid, tuple(Session(sid, tuple(ts)) for sid, ts in by_session.items()))
+        for cid, by_session in sessions.items()
+    }
+    return Dataset(conversations=conversations, questions=tuple(q for _, q in questions))
+
+
+def parse_dataset(lines: Iterable[str]) -> Dataset:
+    """Turns grouped by conversation and session in file order, and the questions.
+
+    Raises ValueError naming the line for bad JSON, an unknown type, a missing or mistyped
+    field, a timestamp without timezone, a repeated id, or evidence outside its conversation.
+    """
+    turns: list[tuple[int, Turn]] = []
+    questions: list[tuple[int, Question]] = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        record = _record(line, n)
+        kind = record.get("type")
+        if kind == "turn":
+            turns.append((n, _turn(record, n)))
+        elif kind == "question":
+            questions.append((n, _question(record, n)))
+        else:
+            raise ValueError(f"line {n}: unknown type {kind!r} (expected 'turn' or 'question')")
+    return _assemble(turns, questions)
+
+
+def load_dataset(path: str | Path) -> Dataset:
+    with open(path, encoding="utf-8") as f:
+        return parse_dataset(f)
+
+
+def write_run(path: str | Path, rows: Iterable[QuestionRun]) -> None:
+    """One {"question_id", "results"} line per question, results best first."""
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for row in rows:
+            record = {"question_id": row.question_id, "results": list(row.results)}
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def load_run(path: str | Path) -> dict[str, tuple[str, ...]]:
+    """question_id -> results, as write_run wrote them; ValueError naming a bad line."""
+    run: dict[str, tuple[str, ...]] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            record = _record(line, n)
+            results = record.get("results")
+            if not isinstance(record.get("question_id"), str) or not isinstance(results, list):
+                raise ValueError(f"line {n}: expected question_id (string) and results (list)")
+            run[record["question_id"]] = tuple(str(r) for r in results)
+    return run

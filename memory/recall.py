@@ -1,0 +1,201 @@
+"""Recall ranking: fusion, recency, weights, near-duplicate collapse, the token cut. Pure.
+
+    dense list ─┐
+                ├─ reciprocal rank fusion ─ × recency ─ × weight ─ collapse ─ cut to budget
+  keyword list ─┘
+
+Candidates come from memory/search.py: past messages of the user and their durable facts, each
+with its rank in the dense (pgvector) and keyword (full-text) lists it appeared in.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+import numpy as np
+
+from memory.facts import normalize
+
+Source = Literal["message", "fact"]
+Mode = Literal["hybrid", "dense", "keyword"]
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Every knob of recall; the defaults are what the recall benchmark was tuned with."""
+
+    enabled: bool = True
+    mode: Mode = "hybrid"
+    candidates: int = 40  # per list: dense messages, keyword messages, dense facts, keyword facts
+    rrf_k: int = 60
+    dense_weight: float = 1.0
+    keyword_weight: float = 1.0
+    freshness_days: float = 14.0  # no decay inside this window
+    half_life_days: float = 90.0  # then the recency factor halves every half-life...
+    recency_floor: float = 0.35  # ...down to this floor, so an old fact still counts
+    fact_weight: float = 1.3  # a durable fact outranks a message of the same relevance
+    assistant_weight: float = 0.8  # what the user said is better evidence than the answers
+    duplicate_cosine: float = 0.95
+    budget_tokens: int = 600
+    max_items: int = 10
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: uuid.UUID
+    source: Source
+    text: str
+    created_at: datetime
+    role: str  # user / assistant for messages, "fact" for facts
+    chat_id: uuid.UUID | None = None
+    importance: float = 0.5
+    dense_rank: int | None = None  # 1-based rank in its dense list
+    keyword_rank: int | None = None
+    embedding: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """One item of the fence, with the score of each component: why it was recalled."""
+
+    id: uuid.UUID
+    source: Source
+    text: str
+    created_at: datetime
+    role: str
+    chat_id: uuid.UUID | None
+    tokens: int
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": str(self.id), "source": self.source, "role": self.role, "text": self.text,
+            "created_at": self.created_at.isoformat(),
+            "chat_id": str(self.chat_id) if self.chat_id else None,
+            "tokens": self.tokens, "scores": self.scores,
+        }
+
+
+def rrf(rank: int | None, k: int) -> float:
+    return 0.0 if rank is None else 1.0 / (k + rank)
+
+
+def recency(created_at: datetime, now: datetime, config: RecallConfig) -> float:
+    """1 inside the freshness window; then exponential decay with the half-life, to a floor.
+    Items from after `now` (a question asked about the past) count as fresh."""
+    age_days = (now - created_at).total_seconds() / 86400
+    over = max(age_days - config.freshness_days, 0.0)
+    decay = 0.5 ** (over / config.half_life_days) if config.half_life_days > 0 else 0.0
+    return config.recency_floor + (1 - config.recency_floor) * decay
+
+
+def weight(candidate: Candidate, config: RecallConfig) -> float:
+    """Importance (0..1, 0.5 neutral) scaled around 1, times the weight of the source."""
+    base = config.fact_weight if candidate.source == "fact" else (
+        config.assistant_weight if candidate.role == "assistant" else 1.0
+    )
+    return base * (0.5 + candidate.importance)
+
+
+def score(candidate: Candidate, now: datetime, config: RecallConfig) -> dict[str, float]:
+    dense = config.dense_weight * rrf(candidate.dense_rank, config.rrf_k)
+    keyword = config.keyword_weight * rrf(candidate.keyword_rank, config.rrf_k)
+    if config.mode == "dense":
+        keyword = 0.0
+    elif config.mode == "keyword":
+        dense = 0.0
+    fresh = recency(candidate.created_at, now, config)
+    w = weight(candidate, config)
+    return {
+        "dense": round(dense, 6), "keyword": round(keyword, 6), "recency": round(fresh, 4),
+        "weight": round(w, 4), "total": (dense + keyword) * fresh * w,
+    }
+
+
+def _near_duplicate(a: Candidate, b: Candidate, threshold: float) -> bool:
+    if normalize(a.text) == normalize(b.text):
+        return True
+    if a.embedding is None or b.embedding is None:
+        return False
+    return float(np.dot(a.embedding, b.embedding)) >= threshold
+
+
+def rank(
+    candidates: list[Candidate],
+    now: datetime,
+    config: RecallConfig,
+    count_tokens: Callable[[str], int],
+) -> list[Recalled]:
+    """Fuse, weigh, collapse near-duplicates (the better-ranked one stays), cut to the budget."""
+    scored = [(c, score(c, now, config)) for c in candidates]
+    scored = [pair for pair in scored if pair[1]["total"] > 0]
+    scored.sort(key=lambda pair: (-pair[1]["total"], pair[0].created_at), reverse=False)
+    kept: list[tuple[Candidate, dict[str, float]]] = []
+    for candidate, scores in scored:
+        if any(_near_duplicate(candidate, k, config.duplicate_cosine) for k, _ in kept):
+            continue
+        kept.append((candidate, scores))
+    out: list[Recalled] = []
+    used = 0
+    for candidate, scores in kept:
+        if len(out) >= config.max_items:
+            break
+        tokens = count_tokens(candidate.text)
+        if used + tokens > config.budget_tokens:
+            continue  # a shorter item further down may still fit
+        used += tokens
+        scores = {**scores, "total": round(scores["total"], 6)}
+        out.append(Recalled(candidate.id, candidate.source, candidate.text, candidate.created_at,
+                            candidate.role, candidate.chat_id, tokens, scores))
+    return out
+
+
+_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
+_CYRILLIC = re.compile(r"[\u0400-\u04FF]")
+_MAX_TERMS = 32
+
+
+def keyword_query(text: str) -> str | None:
+    """A Postgres `to_tsquery` string that matches any word of the text (ranked by ts_rank_cd).
+
+    Words are quoted, so no operator in the text reaches the parser. Cyrillic words of five
+    letters or more also match by prefix: the Russian stemmer misses Ukrainian endings
+    (Львів / Львові), and a prefix catches most of them.
+    """
+    terms: list[str] = []
+    seen: set[str] = set()
+    for match in _WORD.finditer(text.lower()):
+        word = match.group(0).replace("'", "").replace("’", "")
+        for term in _terms(word):
+            if term not in seen:
+                seen.add(term)
+                terms.append(term)
+    if not terms:
+        return None
+    return " | ".join(terms[:_MAX_TERMS])
+
+
+def _terms(word: str) -> list[str]:
+    parts = [p for p in re.split(r"-", word) if p]
+    out = [f"'{p}'" for p in parts]
+    for p in parts:
+        if _CYRILLIC.search(p) and len(p) >= 5:
+            out.append(f"'{p[: max(4, len(p) - 2)]}':*")
+    return out
+
+
+def render(item: Recalled) -> str:
+    """One line of the fence: its date and source first, so the model can judge it."""
+    day = item.created_at.date().isoformat()
+    if item.source == "fact":
+        origin = f"fact {str(item.id)[:8]}"
+    else:
+        origin = f"{item.role} in chat {str(item.chat_id)[:8]}"
+    text = " ".join(item.text.split())
+    return f"- [{day} · {origin}] {text}"
+

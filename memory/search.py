@@ -1,0 +1,142 @@
+"""Recall over Postgres: pgvector HNSW and full-text candidates in one statement, ranked in Python.
+
+Always scoped to one tenant and user. Runs on the memory engine (api/database.py
+`create_memory_engine`): custom plans, vectors in binary.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from pgvector import Vector
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from chat.tables import fetch
+from llm.ports import Embedder
+from memory.recall import Candidate, RecallConfig, Recalled, keyword_query, rank
+
+_OWNER = "tenant_id = :t AND user_id = :u"
+# A chat that was started over does not recall its own rows from before the "start over" line.
+_NOT_HIDDEN = (
+    "(CAST(:hide_chat AS uuid) IS NULL OR chat_id <> :hide_chat OR created_at >= :hide_before)"
+)
+
+# Four ranked lists (dense and keyword, over messages and over facts), then the rows they name.
+_CANDIDATES = text(f"""
+WITH dm AS (
+    SELECT message_id AS id, row_number() OVER (ORDER BY d) AS r FROM (
+        SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
+        WHERE :dense AND {_OWNER} AND message_id <> ALL(:exclude) AND {_NOT_HIDDEN}
+        ORDER BY embedding <=> :qv LIMIT :n) x
+), km AS (
+    SELECT message_id AS id, row_number() OVER (ORDER BY s DESC) AS r FROM (
+        SELECT message_id, ts_rank_cd(content_tsv, q) AS s
+        FROM message_embeddings, to_tsquery('jin_search', :q) AS q
+        WHERE :keyword AND {_OWNER} AND content_tsv @@ q AND message_id <> ALL(:exclude)
+          AND {_NOT_HIDDEN}
+        ORDER BY s DESC LIMIT :n) x
+), df AS (
+    SELECT id, row_number() OVER (ORDER BY d) AS r FROM (
+        SELECT id, embedding <=> :qv AS d FROM memories
+        WHERE :dense AND {_OWNER} AND valid_to IS NULL AND embedding IS NOT NULL
+        ORDER BY embedding <=> :qv LIMIT :n) x
+), kf AS (
+    SELECT id, row_number() OVER (ORDER BY s DESC) AS r FROM (
+        SELECT id, ts_rank_cd(content_tsv, q) AS s FROM memories, to_tsquery('jin_search', :q) q
+        WHERE :keyword AND {_OWNER} AND valid_to IS NULL AND content_tsv @@ q
+        ORDER BY s DESC LIMIT :n) x
+)
+SELECT 'message' AS source, m.id, m.content AS text, m.created_at, m.kind AS role, m.chat_id,
+       0.5::float8 AS importance, dm.r AS dense_rank, km.r AS keyword_rank,
+       e.embedding
+FROM (SELECT id FROM dm UNION SELECT id FROM km) ids
+JOIN messages m ON m.id = ids.id
+JOIN message_embeddings e ON e.message_id = ids.id
+LEFT JOIN dm ON dm.id = ids.id LEFT JOIN km ON km.id = ids.id
+UNION ALL
+SELECT 'fact', f.id, f.text, f.updated_at, 'fact', NULL, f.importance, df.r, kf.r, f.embedding
+FROM (SELECT id FROM df UNION SELECT id FROM kf) ids
+JOIN memories f ON f.id = ids.id
+LEFT JOIN df ON df.id = ids.id LEFT JOIN kf ON kf.id = ids.id""")
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    items: list[Recalled]
+    query: str
+    mode: str
+    candidates: int
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class PostgresRecall:
+    """Recall over a user's past messages and durable facts."""
+
+    def __init__(
+        self, engine: AsyncEngine, embedder: Embedder, count_tokens: Callable[[str], int],
+        config: RecallConfig,
+    ) -> None:
+        self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._embedder = embedder
+        self._count = count_tokens
+        self.config = config
+
+    async def recall(
+        self, tenant_id: str, user_id: str, query: str, *,
+        exclude: list[uuid.UUID] | None = None, now: datetime | None = None,
+        config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
+    ) -> RecallResult:
+        """The fence's items for a query; `exclude` is what the window already shows, `hide`
+        a chat and the time of its "start over" line: its rows before that stay forgotten."""
+        cfg = config or self.config
+        started = time.perf_counter()
+        vector = None
+        if cfg.mode != "keyword":
+            vector = (await self._embedder.embed_query([query]))[0]
+        embedded = time.perf_counter()
+        candidates = await self.candidates(
+            tenant_id, user_id, query, vector, exclude or [], cfg, hide
+        )
+        searched = time.perf_counter()
+        items = rank(candidates, now or datetime.now(UTC), cfg, self._count)
+        timings = {
+            "embed_ms": round((embedded - started) * 1000, 3),
+            "search_ms": round((searched - embedded) * 1000, 3),
+            "rank_ms": round((time.perf_counter() - searched) * 1000, 3),
+        }
+        return RecallResult(items, query, cfg.mode, len(candidates), timings)
+
+    async def candidates(
+        self, tenant_id: str, user_id: str, query: str, vector: list[float] | None,
+        exclude: list[uuid.UUID], cfg: RecallConfig,
+        hide: tuple[uuid.UUID, datetime] | None = None,
+    ) -> list[Candidate]:
+        tsquery = keyword_query(query) if cfg.mode != "dense" else None
+        dense = vector is not None
+        params = {
+            "t": tenant_id, "u": user_id, "n": cfg.candidates, "exclude": exclude,
+            "qv": Vector(np.asarray(vector, dtype=np.float32)) if dense else None,
+            "q": tsquery or "", "dense": dense, "keyword": tsquery is not None,
+            "hide_chat": hide[0] if hide else None, "hide_before": hide[1] if hide else None,
+        }
+        async with self._db.connect() as conn:
+            rows = await fetch(conn, _CANDIDATES, params)
+        return [_candidate(row) for row in rows]
+
+
+def _candidate(row: Any) -> Candidate:
+    vector = row["embedding"]
+    embedding = vector.to_numpy() if vector is not None else None
+    return Candidate(
+        id=row["id"], source=row["source"], text=row["text"], created_at=row["created_at"],
+        role=row["role"], chat_id=row["chat_id"], importance=row["importance"],
+        dense_rank=row["dense_rank"], keyword_rank=row["keyword_rank"], embedding=embedding,
+    )
+

@@ -1,0 +1,200 @@
+"""The OpenAI-compatible adapters over real HTTP: tool calls streamed by the fake server come out
+whole, and embeddings come back batched, in input order, as unit vectors, or as an LLMError."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+
+import aiohttp
+import httpx
+import numpy as np
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from llm.embeddings import OpenAIEmbedder
+from llm.errors import LLMError, MalformedStream, ProviderHTTPError, ProviderTimeout
+from llm.openai import OpenAIChatModel, new_session
+from llm.testing import FakeOpenAIServer, Reply, embed_text, serve_in_thread, stop_thread_server
+from llm.types import (
+    CompletionRequest,
+    ContentDelta,
+    Delta,
+    Finish,
+    PromptMessage,
+    ProviderConfig,
+    ToolCalls,
+)
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city now.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with new_session(connect_timeout=5, read_timeout=5) as s:
+        yield s
+
+
+def _config(base_url: str) -> ProviderConfig:
+    return ProviderConfig(role="test", base_url=base_url, model="fake")
+
+
+async def _stream(chat: OpenAIChatModel, request: CompletionRequest) -> list[Delta]:
+    return [delta async for delta in chat.stream(request)]
+
+
+async def test_streamed_tool_calls_come_out_whole_and_go_back_as_history(
+    model: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+) -> None:
+    chat = OpenAIChatModel(_config(model_url), session)
+    model.push(Reply(["Let me ", "check."], tool_calls=[
+        {"name": "get_weather", "arguments": {"city": "Київ"}},
+        {"name": "get_weather", "arguments": '{"city": "Lviv"}', "id": "call_lviv"},
+    ]))
+    question = PromptMessage("user", "Weather in Kyiv and Lviv?")
+
+    deltas = await _stream(chat, CompletionRequest([question], tools=[WEATHER_TOOL]))
+
+    assert "".join(d.text for d in deltas if isinstance(d, ContentDelta)) == "Let me check."
+    assert [d.type for d in deltas[-2:]] == ["tool_calls", "finish"]
+    calls, finish = deltas[-2], deltas[-1]
+    assert isinstance(calls, ToolCalls) and isinstance(finish, Finish)
+    assert finish.reason == "tool_calls"
+    assert [(c.name, json.loads(c.arguments)) for c in calls.calls] == [
+        ("get_weather", {"city": "Київ"}), ("get_weather", {"city": "Lviv"})]
+    assert calls.calls[0].id and calls.calls[1].id == "call_lviv"
+    sent = model.requests[-1]
+    assert sent["tools"] == [WEATHER_TOOL] and sent["tool_choice"] == "auto"
+
+    # The answer to the calls: the assistant's calls and the tools' results, as OpenAI takes them.
+    model.push(Reply(["Sunny in both."]))
+    asked = [c.to_openai() for c in calls.calls]
+    history = [
+        question,
+        PromptMessage("assistant", "Let me check.", tool_calls=asked),
+        *[PromptMessage("tool", "sunny", tool_call_id=c.id) for c in calls.calls],
+    ]
+    deltas = await _stream(chat, CompletionRequest(history, tools=[WEATHER_TOOL]))
+    assert deltas[-1] == Finish("stop", deltas[-1].usage)
+    sent_messages = model.requests[-1]["messages"]
+    assert sent_messages[1]["tool_calls"][1] == {
+        "id": "call_lviv", "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Lviv"}'},
+    }
+    assert [m.get("tool_call_id") for m in sent_messages[2:]] == [c.id for c in calls.calls]
+
+
+async def test_a_request_without_tools_sends_none(
+    model: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+) -> None:
+    model.push(Reply(["plain"]))
+    deltas = await _stream(OpenAIChatModel(_config(model_url), session),
+                           CompletionRequest([PromptMessage("user", "hi")]))
+    assert not any(isinstance(d, ToolCalls) for d in deltas)
+    assert "tools" not in model.requests[-1] and "tool_choice" not in model.requests[-1]
+
+
+async def test_the_fake_answers_tool_calls_unstreamed_too(
+    model: FakeOpenAIServer, model_url: str
+) -> None:
+    model.push(Reply(tool_calls=[{"name": "ping", "arguments": {}, "id": "p"}]))
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{model_url}/chat/completions", json={
+            "model": "fake", "messages": [{"role": "user", "content": "ping"}]})
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"] == [
+        {"id": "p", "type": "function", "function": {"name": "ping", "arguments": "{}"}}]
+
+
+TEXTS = ["the cat sat", "a dog ran", "Кіт спить", "tax deadline", "the cat slept"]
+
+
+async def test_embeddings_come_batched_in_input_order_as_unit_vectors(
+    model: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+) -> None:
+    embedder = OpenAIEmbedder(_config(model_url), session, batch_size=2)
+    with pytest.raises(RuntimeError, match="first embed call"):
+        _ = embedder.dim
+
+    vectors = np.array(await embedder.embed(TEXTS))
+
+    assert model.embed_calls == 3  # 2 + 2 + 1
+    assert embedder.dim == model.embed_dim == vectors.shape[1] and embedder.name == "fake"
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    assert np.allclose(vectors, [embed_text(t, model.embed_dim) for t in TEXTS])
+    assert np.allclose(await embedder.embed_query(TEXTS[:1]), vectors[:1])
+    assert await embedder.embed([]) == [] and model.embed_calls == 4
+
+
+async def test_embedding_failures_are_llm_errors(
+    model: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+) -> None:
+    with pytest.raises(LLMError, match="expected 128"):
+        await OpenAIEmbedder(_config(model_url), session, dim=128).embed(["x"])
+    model.embed_status = 500
+    with pytest.raises(ProviderHTTPError) as caught:
+        await OpenAIEmbedder(_config(model_url), session).embed(["x"])
+    assert caught.value.status == 500
+
+
+def _odd_embeddings(request: Request) -> Response:
+    """Answers an OpenAI fake would not: shuffled, malformed, not JSON."""
+    kind = request.path_params["kind"]
+    if kind == "reversed":
+        data = [{"index": i, "embedding": [3.0, 4.0] if i else [1.0, 0.0]} for i in (1, 0)]
+        return JSONResponse({"data": data})
+    if kind == "ragged":
+        return JSONResponse({"data": [{"index": 0, "embedding": [1.0]},
+                                      {"index": 1, "embedding": [1.0, 2.0]}]})
+    if kind == "missing":
+        return JSONResponse({"data": [{"index": 0, "embedding": [1.0]}]})
+    return PlainTextResponse("<html>bad gateway</html>")
+
+
+async def _slow_embeddings(_: Request) -> Response:
+    await asyncio.sleep(0.5)
+    return JSONResponse({})
+
+
+@pytest.fixture(scope="module")
+def odd_server() -> Iterator[str]:
+    app = Starlette(routes=[
+        Route("/slow/embeddings", _slow_embeddings, methods=["POST"]),
+        Route("/{kind}/embeddings", _odd_embeddings, methods=["POST"]),
+    ])
+    server, thread, port = serve_in_thread(app, lifespan="off")
+    yield f"http://127.0.0.1:{port}"
+    stop_thread_server(server, thread)
+
+
+async def test_vectors_are_matched_to_inputs_by_index_not_by_position(
+    odd_server: str, session: aiohttp.ClientSession
+) -> None:
+    vectors = await OpenAIEmbedder(_config(f"{odd_server}/reversed"), session).embed(["a", "b"])
+    assert np.allclose(vectors, [[1.0, 0.0], [0.6, 0.8]])  # and normalised
+
+
+@pytest.mark.parametrize("kind", ["ragged", "missing", "html"])
+async def test_garbage_from_an_embeddings_server_is_malformed(
+    odd_server: str, session: aiohttp.ClientSession, kind: str
+) -> None:
+    with pytest.raises(MalformedStream):
+        await OpenAIEmbedder(_config(f"{odd_server}/{kind}"), session).embed(["a", "b"])
+
+
+async def test_a_slow_embeddings_server_times_out(odd_server: str) -> None:
+    async with new_session(connect_timeout=5, read_timeout=0.2) as session:
+        with pytest.raises(ProviderTimeout):
+            await OpenAIEmbedder(_config(f"{odd_server}/slow"), session).embed(["a"])
