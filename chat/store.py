@@ -26,11 +26,12 @@ from chat.types import (
 # Rows appended in one go, in order; only when no step holds the chat.
 _IMPORT = text("""
 WITH pos AS (
-    UPDATE chats SET last_position = last_position + :n * :gap,
-                     token_total = token_total + :total, updated_at = now()
+    UPDATE chats SET last_position = last_position + CAST(:n AS bigint) * :gap,
+                     token_total = token_total + CAST(:total AS bigint), updated_at = now()
     WHERE id = :chat AND tenant_id = :t
       AND (lease_step_id IS NULL OR lease_expires_at < now())
-    RETURNING last_position - :n * :gap AS base, token_total - :total AS base_total
+    RETURNING last_position - CAST(:n AS bigint) * :gap AS base,
+              token_total - CAST(:total AS bigint) AS base_total
 ), ins AS (
     INSERT INTO messages (id, chat_id, position, kind, content, status, token_count,
                           tokens_after, created_at)

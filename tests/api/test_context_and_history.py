@@ -15,7 +15,6 @@ from llm.testing import FakeOpenAIServer, Reply
 from tests.api.sse_client import history, new_chat, stream_step
 
 
-
 @pytest.fixture
 def jin(jin_factory: Callable[..., str]) -> str:
     # These tests pin the window exactly; what recall adds has its own tests (test_memory.py).

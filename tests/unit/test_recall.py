@@ -1,0 +1,117 @@
+"""Recall ranking as pure functions: fusion, recency, weights, collapse, the token cut."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from memory.recall import (
+    Candidate,
+    RecallConfig,
+    Recalled,
+    keyword_query,
+    rank,
+    recency,
+    render,
+    rrf,
+)
+
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+def _c(text: str, *, dense: int | None = None, keyword: int | None = None, days: float = 0,
+       source: str = "message", role: str = "user", vec: list[float] | None = None,
+       importance: float = 0.5) -> Candidate:
+    return Candidate(
+        id=uuid.uuid4(), source=source, text=text, created_at=NOW - timedelta(days=days),  # type: ignore[arg-type]
+        role=role, chat_id=uuid.uuid4(), importance=importance, dense_rank=dense,
+        keyword_rank=keyword, embedding=np.array(vec, dtype=np.float32) if vec else None,
+    )
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _texts(items: list[Recalled]) -> list[str]:
+    return [i.text for i in items]
+
+
+def test_an_item_found_by_both_searches_outranks_items_found_by_one() -> None:
+    both = _c("in both lists", dense=3, keyword=3)
+    dense_only, keyword_only = _c("dense first", dense=1), _c("keyword first", keyword=1)
+    ranked = rank([dense_only, keyword_only, both], NOW, RecallConfig(), _words)
+    assert _texts(ranked)[0] == "in both lists"
+    scores = ranked[0].scores
+    assert scores["dense"] == round(rrf(3, 60), 6) and scores["keyword"] == round(rrf(3, 60), 6)
+
+
+def test_mode_switches_a_component_off() -> None:
+    a, b = _c("dense hit", dense=1), _c("keyword hit", keyword=1)
+    assert _texts(rank([a, b], NOW, RecallConfig(mode="dense"), _words)) == ["dense hit"]
+    assert _texts(rank([a, b], NOW, RecallConfig(mode="keyword"), _words)) == ["keyword hit"]
+
+
+def test_recency_is_flat_in_the_freshness_window_then_halves_to_a_floor() -> None:
+    cfg = RecallConfig(freshness_days=7, half_life_days=30, recency_floor=0.2)
+    assert recency(NOW - timedelta(days=6), NOW, cfg) == 1.0
+    assert recency(NOW + timedelta(days=3), NOW, cfg) == 1.0  # after `now`: fresh
+    half = recency(NOW - timedelta(days=37), NOW, cfg)
+    assert abs(half - (0.2 + 0.8 * 0.5)) < 1e-9
+    assert abs(recency(NOW - timedelta(days=5000), NOW, cfg) - 0.2) < 1e-6
+
+
+def test_the_newer_of_two_equally_relevant_items_wins() -> None:
+    old, new = _c("old mention", dense=1, days=200), _c("new mention", dense=2, days=1)
+    assert _texts(rank([old, new], NOW, RecallConfig(), _words))[0] == "new mention"
+
+
+def test_facts_and_important_items_weigh_more_than_assistant_chatter() -> None:
+    said = _c("assistant said it", dense=1, role="assistant")
+    fact = _c("a durable fact", dense=2, source="fact", role="fact")
+    assert _texts(rank([said, fact], NOW, RecallConfig(), _words))[0] == "a durable fact"
+    low, high = _c("minor", dense=1, importance=0.0), _c("major", dense=2, importance=1.0)
+    assert _texts(rank([low, high], NOW, RecallConfig(), _words))[0] == "major"
+
+
+def test_near_duplicates_collapse_into_the_better_ranked_one() -> None:
+    a = _c("My flight is on 14 March", dense=1, vec=[1.0, 0.0])
+    same_text = _c("my flight is on 14 march.", dense=2, vec=[0.0, 1.0])
+    close = _c("Flight: 14 March", dense=3, vec=[0.99, 0.141])
+    far = _c("The cabin wifi is blue-heron-42", dense=4, vec=[0.0, 1.0])
+    ranked = rank([a, same_text, close, far], NOW, RecallConfig(duplicate_cosine=0.95), _words)
+    assert _texts(ranked) == ["My flight is on 14 March", "The cabin wifi is blue-heron-42"]
+
+
+def test_the_cut_keeps_within_the_token_budget_and_the_item_count() -> None:
+    long = _c("w " * 50, dense=1)
+    short = [_c(f"short {i}", dense=i + 2) for i in range(5)]
+    ranked = rank([long, *short], NOW, RecallConfig(budget_tokens=7, max_items=10), _words)
+    assert _texts(ranked) == ["short 0", "short 1", "short 2"]  # the long one did not fit
+    assert sum(i.tokens for i in ranked) <= 7
+    capped = rank(short, NOW, RecallConfig(max_items=2), _words)
+    assert len(capped) == 2
+
+
+def test_keyword_query_quotes_words_so_operators_never_reach_the_parser() -> None:
+    assert keyword_query("ticket ABC-123 & !drop | (x") == (
+        "'ticket' | 'abc' | '123' | 'drop' | 'x'")
+    assert keyword_query("  ?!  ") is None
+    assert keyword_query("it's O'Brien") == "'its' | 'obrien'"
+
+
+def test_keyword_query_adds_prefixes_for_cyrillic_inflections() -> None:
+    query = keyword_query("Де живе Олена? У Львові")
+    assert query is not None
+    assert "'львові'" in query and "'льво':*" in query and "'олена'" in query
+    assert "'де'" in query and "'де':*" not in query  # short words match exactly
+
+
+def test_a_fence_line_says_when_and_where_an_item_comes_from() -> None:
+    item = rank([_c("Ana moved to Kyiv\nlast spring", dense=1, days=3)], NOW, RecallConfig(),
+                _words)[0]
+    line = render(item)
+    assert line.startswith("- [2026-11-26 · user in chat ") and line.endswith(
+        "] Ana moved to Kyiv last spring")
