@@ -173,7 +173,8 @@ async def _memory(
     recall = PostgresRecall(db, embedder, counter.count, recall_config) if (
         recall_config.enabled) else None
     indexer = Indexer(db, embedder, provider.model,
-                      IndexerConfig(batch_size=settings.indexer_batch_size))
+                      IndexerConfig(batch_size=settings.indexer_batch_size,
+                                    claim_seconds=settings.indexer_claim_seconds))
     log.info("memory: embedder %s (%d dims), recall %s", provider.model, embedder.dim,
              recall_config.mode if recall else "off")
     return _Memory(provider, facts, recall, indexer, None)

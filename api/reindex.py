@@ -9,6 +9,7 @@ operations of migrations/embedding_dim.py.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from typing import Any, TextIO
@@ -117,11 +118,18 @@ async def _messages(
     async with auto.connect() as conn:
         await fetch(conn, _ENQUEUE, {"name": name})
         total = int((await fetch(conn, _PENDING, {}))[0][0])
-    indexer = Indexer(db, embedder, name, IndexerConfig(batch_size=settings.indexer_batch_size,
-                                                        claim_seconds=120))
+    indexer = Indexer(db, embedder, name, IndexerConfig(
+        batch_size=settings.indexer_batch_size, claim_seconds=settings.indexer_claim_seconds))
     progress = Progress("messages", total, out)
-    while n := await indexer.drain_once():
-        progress.advance(n)
+    while True:
+        if n := await indexer.drain_once():
+            progress.advance(n)
+            continue
+        if not await indexer.pending():
+            break
+        # What is left is claimed: by a serving worker (done in a moment), or by a run that
+        # was killed (its claim expires after JIN_INDEXER_CLAIM_SECONDS).
+        await asyncio.sleep(0.5)
     progress.close()
     return progress.done
 

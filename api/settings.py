@@ -86,6 +86,7 @@ class Settings(BaseSettings):
     recall_max_items: int | None = Field(default=None, ge=0)
     fact_duplicate_cosine: float = Field(default=0.92, gt=0, le=1)
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
+    indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
     provider_connect_timeout: float = Field(default=10.0, gt=0)
     provider_read_timeout: float = Field(default=120.0, gt=0)
 

@@ -83,6 +83,8 @@ def jin_worker(
     args = ["-m", "api.cli", "serve", "--port", str(port), "--workers", str(workers)]
     spawn(stack, args, {
         "DATABASE_URL": database_url, "JIN_BRAIN_URL": model_url, "JIN_HELPER_URL": model_url,
+        # Every model role on the fake, the embedder too: the figures are the server's own time.
+        "JIN_EMBEDDER_URL": model_url, "JIN_EMBEDDER_MODEL": "fake-embedder",
         "JIN_LOG_LEVEL": "warning", **env,
     }, f"http://127.0.0.1:{port}|/readyz")
     return f"http://127.0.0.1:{port}"

@@ -106,16 +106,19 @@ class Indexer:
         ids = [row["id"] for row in rows]
         try:
             vectors = await self._embedder.embed([row["content"][:MAX_CHARS] for row in rows])
-        except BaseException:
             async with self._db.connect() as conn:
-                await asyncio.shield(fetch(conn, _UNCLAIM, {"ids": ids}))
+                await fetch(conn, _WRITE, {
+                    "ids": ids, "embedder": self.embedder_name,
+                    "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
+                })
+        except BaseException:  # failed or cancelled: the batch goes back to the queue now
+            await asyncio.shield(self._unclaim(ids))
             raise
-        async with self._db.connect() as conn:
-            await fetch(conn, _WRITE, {
-                "ids": ids, "embedder": self.embedder_name,
-                "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
-            })
         return len(rows)
+
+    async def _unclaim(self, ids: list[uuid.UUID]) -> None:
+        async with self._db.connect() as conn:
+            await fetch(conn, _UNCLAIM, {"ids": ids})
 
     async def index_chat(self, chat_id: uuid.UUID) -> int:
         """Index everything a chat has waiting, now (compaction does this before a span leaves

@@ -106,6 +106,7 @@ class Started:
     plan: PromptPlan
     received_at: float
     opened_at: float
+    embed_ms: float = 0.0  # the embedder's time for recall: model time, not the server's
     type: str = "started"
 
 
@@ -366,8 +367,10 @@ async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[
     except Exception:  # the boundary of an optional part: log it, answer without memory
         log.warning("recall failed; answering without recalled memory", exc_info=True)
         return started, []
-    items = [item.to_json() for item in result.items] if result is not None else []
-    return replace(started, plan=plan), items
+    if result is None:
+        return replace(started, plan=plan), []
+    embed_ms = result.timings.get("embed_ms", 0.0)
+    return replace(started, plan=plan, embed_ms=embed_ms), [i.to_json() for i in result.items]
 
 
 async def recall_into(
@@ -419,16 +422,18 @@ async def _replan(deps: StepDeps, started: Started) -> Started:
 
 
 def _timings(started: Started, model_started: float, model_ended: float) -> dict[str, float]:
-    """Where the step's time went, in ms. overhead = total - model: the server's own share."""
+    """Where the step's time went, in ms. overhead = total - model time (the brain's answer and
+    the embedder's query vector): the server's own share."""
     now = time.perf_counter()
-    total = now - started.received_at
-    model = model_ended - model_started
+    total = (now - started.received_at) * 1000
+    model = (model_ended - model_started) * 1000 + started.embed_ms
     return {
         "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
-        "model_ms": round(model * 1000, 3),
+        "model_ms": round(model, 3),
+        "embed_ms": round(started.embed_ms, 3),
         "persist_ms": round((now - model_ended) * 1000, 3),
-        "total_ms": round(total * 1000, 3),
-        "overhead_ms": round((total - model) * 1000, 3),
+        "total_ms": round(total, 3),
+        "overhead_ms": round(total - model, 3),
     }
 
 

@@ -68,6 +68,16 @@ async def test_a_long_chat_compacts_after_the_answer_and_keeps_what_the_helper_d
     turns = len([r for r in rows if r["kind"] == "user"])
     assert len([r for r in rows if r["kind"] != "summary"]) == 2 * turns
 
+    # Every message the summary covers was indexed for recall before it left the window.
+    assert first["meta"]["indexed"] is True
+    span_ids = [r["id"] for r in rows if r["kind"] in ("user", "assistant")
+                and r["position"] <= first["meta"]["covers"][1]]
+    async with engine.connect() as conn:
+        embedded = (await conn.execute(text(
+            "SELECT count(*) FROM message_embeddings WHERE message_id::text = ANY(:ids)"
+        ), {"ids": span_ids})).scalar()
+    assert embedded == len(span_ids)
+
     # The memory flush wrote the summary's facts as durable facts of this user, once each.
     assert {f"Room {100 + i} has code K{7000 + i}." for i in range(2)} <= set(stored)
     assert len(stored) == len(set(stored))
