@@ -112,8 +112,10 @@ async def test_reindex_moves_to_a_model_of_another_size_and_resumes_where_it_sto
     settings = Settings(database_url=database_url, embedder_url=url, embedder_model="tiny-16",
                         embedding_dim=16, indexer_batch_size=3, indexer_claim_seconds=0.5)
     first = asyncio.create_task(reindex(settings, database_url, out=io.StringIO()))
-    while await _count(engine, "SELECT count(*) FROM message_embeddings "
-                               "WHERE embedder = 'tiny-16'") < 3:
+    for _ in range(1000):  # until the first batch is written (polling the database)
+        if await _count(engine, "SELECT count(*) FROM message_embeddings "
+                                "WHERE embedder = 'tiny-16'") >= 3:
+            break
         await asyncio.sleep(0.01)
     first.cancel()  # stopped half-way, like a ctrl-C
     await asyncio.gather(first, return_exceptions=True)
