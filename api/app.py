@@ -55,6 +55,7 @@ def _step_config(settings: Settings, context_window: int | None) -> StepConfig:
         abort_poll=settings.abort_poll_seconds,
         partial_flush=settings.partial_flush_seconds,
         worker_id=f"{socket.gethostname()}:{os.getpid()}",
+        memory_tools=settings.memory_tools,
     )
 
 

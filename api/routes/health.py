@@ -12,6 +12,8 @@ from api.app_banner import EMBEDDED_BANNER
 from api.database import head_revision
 from api.deps import RuntimeDep
 from llm.types import ProviderConfig
+from memory.indexer import Indexer
+from memory.search import PostgresRecall
 
 router = APIRouter()
 
@@ -53,9 +55,19 @@ def _role(value: ProviderConfig | dict[str, Any]) -> dict[str, Any]:
 async def status(runtime: RuntimeDep) -> dict[str, Any]:
     roles = {name: _role(v) for name, v in runtime.providers.items()}
     embedded = [name for name, r in roles.items() if r.get("embedded")]
+    deps = runtime.deps
+    memory: dict[str, Any] = {
+        "enabled": runtime.memory_problem is None,
+        "problem": runtime.memory_problem,
+        "recall": deps.recall.config.mode if isinstance(deps.recall, PostgresRecall) else None,
+        "tools": deps.facts is not None and deps.config.memory_tools,
+    }
+    if isinstance(deps.indexer, Indexer):
+        memory["index_queue"] = await deps.indexer.pending()  # messages not yet embedded
     return {
         "version": "0.1.0",
         "roles": roles,
         "embedded_roles": embedded,
         "banner": EMBEDDED_BANNER if "brain" in embedded else None,
+        "memory": memory,
     }

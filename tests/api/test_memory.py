@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -206,3 +207,33 @@ async def test_memories_endpoint_adds_once_lists_searches_and_forgets(
     assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
     missing = await client.get("/v1/memories")
     assert missing.status_code == 422
+
+
+async def test_an_embedder_of_another_size_turns_memory_off_loudly_and_steps_still_work(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer
+) -> None:
+    url = jin_factory(embedding_dim=16)  # the database holds 384-dimensional vectors
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        memory = (await c.get("/v1/status")).json()["memory"]
+        assert memory["enabled"] is False and "jin reindex" in memory["problem"]
+        listed = await c.get("/v1/memories", params={"user_id": "u1"})
+        assert listed.status_code == 503 and listed.json()["code"] == "memory_unavailable"
+        chat_id = await new_chat(c)
+        model.push(Reply(["still here"]))
+        events = await stream_step(c, chat_id, "hello")
+        assert _events(events, "message_end")[0]["status"] == "complete"
+        assert "tools" not in model.requests[-1]
+
+
+async def test_status_reports_memory_and_the_tools_can_be_turned_off(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer
+) -> None:
+    url = jin_factory(memory_tools=False)
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        memory = (await c.get("/v1/status")).json()["memory"]
+        assert memory == {"enabled": True, "problem": None, "recall": "hybrid", "tools": False,
+                          "index_queue": 0}
+        chat_id = await new_chat(c)
+        model.push(Reply(["ok"]))
+        await stream_step(c, chat_id, "hello")
+        assert "tools" not in model.requests[-1]
