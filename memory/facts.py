@@ -15,3 +15,16 @@ def normalize(fact: str) -> str:
 
 def clean(fact: str) -> str:
     return _BULLET.sub("", fact).strip()
+
+
+_TOKEN = re.compile(r"[^\W_][\w@./:'-]*", re.UNICODE)
+
+
+def key_terms(fact: str) -> frozenset[str]:
+    """What tells two similar facts apart: tokens with a digit (numbers, dates, codes) and
+    capitalised words after the first (names). "Room 101 has code K7001" and "Room 102 has code
+    K7002" embed almost alike, yet are two facts; "…is green." and "…is green!" are one."""
+    tokens = _TOKEN.findall(fact)
+    terms = {t.lower().strip(".:'-") for t in tokens if any(c.isdigit() for c in t)}
+    terms |= {t.lower().strip(".:'-") for t in tokens[1:] if t[:1].isupper()}
+    return frozenset(t for t in terms if t)

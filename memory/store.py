@@ -1,8 +1,8 @@
 """Postgres FactStore over the `memories` table: durable facts with their history.
 
 A fact that already exists for the user, by normalised text or by meaning (cosine similarity of at
-least `duplicate_cosine`), is never added twice: the same text is touched and gains its new
-sources; a close paraphrase supersedes it (the old row gets `valid_to` and `superseded_by`, the new
+least `duplicate_cosine`, with the same numbers and names: memory/facts.py `key_terms`), is never
+added twice: the same text is touched and gains its new sources; a close paraphrase supersedes it (the old row gets `valid_to` and `superseded_by`, the new
 one inherits its sources). Writes of one user are serialised by a transaction-level advisory lock,
 so two workers cannot both add the same fact.
 """
@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chat.tables import fetch
 from llm.ports import Embedder
-from memory.facts import clean, normalize
+from memory.facts import clean, key_terms, normalize
 from memory.ports import Fact, FactWrite
 
 _LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:t || chr(31) || :u, 0))")
@@ -141,7 +141,8 @@ class PostgresFactStore:
             await fetch(conn, _TOUCH, {**params, "id": same[0]["id"]})
             return FactWrite("updated", same[0]["id"], params["text"], None)
         near = await fetch(conn, _NEAREST, params)
-        if near and near[0]["similarity"] >= self.config.duplicate_cosine:
+        if (near and near[0]["similarity"] >= self.config.duplicate_cosine
+                and key_terms(near[0]["text"]) == key_terms(params["text"])):
             await fetch(conn, _SUPERSEDE, {**params, "old_id": near[0]["id"]})
             return FactWrite("superseded", params["new_id"], params["text"], near[0]["id"])
         await fetch(conn, _INSERT, params)

@@ -115,3 +115,13 @@ def test_a_fence_line_says_when_and_where_an_item_comes_from() -> None:
     line = render(item)
     assert line.startswith("- [2026-11-26 · user in chat ") and line.endswith(
         "] Ana moved to Kyiv last spring")
+
+
+def test_key_terms_tell_alike_facts_apart_and_let_paraphrases_match() -> None:
+    from memory.facts import key_terms
+
+    assert key_terms("Room 101 has code K7001.") != key_terms("Room 102 has code K7002.")
+    assert key_terms("The user's favourite colour is green.") == key_terms(
+        "The user's favourite colour is green!")
+    assert key_terms("Olena lives in Lviv") != key_terms("Olena lives in Kyiv")
+    assert key_terms("Flight on 2026-03-14 to Porto") == {"2026-03-14", "porto"}
