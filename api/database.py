@@ -86,7 +86,7 @@ def create_engine(
     )
 
 
-def create_memory_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+def create_memory_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
     """The engine for recall and facts: vectors travel in binary (numpy), and each statement is
     planned for its own parameters, so Postgres sees how many rows the user owns: the HNSW index
     (with pgvector 0.8's iterative scan, so the owner filter cannot starve it) for a large

@@ -81,9 +81,11 @@ class Settings(BaseSettings):
     recall_recency_floor: float | None = Field(default=None, ge=0, le=1)
     recall_fact_weight: float | None = Field(default=None, ge=0)
     recall_assistant_weight: float | None = Field(default=None, ge=0)
-    recall_duplicate_cosine: float | None = Field(default=None, gt=0, le=1)
+    recall_duplicate_overlap: float | None = Field(default=None, gt=0, le=1)
+    recall_keyword_scan: int | None = Field(default=None, gt=0)
     recall_budget_tokens: int | None = Field(default=None, ge=0)
     recall_max_items: int | None = Field(default=None, ge=0)
+    recall_item_max_chars: int | None = Field(default=None, gt=0)
     fact_duplicate_cosine: float = Field(default=0.92, gt=0, le=1)
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns

@@ -51,9 +51,12 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], path: str) -> None:
 
 
 def spawn(stack: ExitStack, args: list[str], env: dict[str, str], ready: str) -> subprocess.Popen:
+    # JIN_BENCH_LOGS=DIR keeps each process's stderr there (why a step failed, for instance).
+    logs = os.environ.get("JIN_BENCH_LOGS")
+    err = open(Path(logs) / f"{args[1]}-{time.time_ns()}.log", "wb") if logs else None  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, *args], env={**os.environ, **env},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=err or subprocess.DEVNULL,
     )
 
     def stop() -> None:
@@ -62,6 +65,8 @@ def spawn(stack: ExitStack, args: list[str], env: dict[str, str], ready: str) ->
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+        if err is not None:
+            err.close()
 
     stack.callback(stop)
     _wait_ready(ready.rsplit("|", 1)[0], proc, ready.rsplit("|", 1)[1])

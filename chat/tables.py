@@ -7,7 +7,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import asyncpg
 from sqlalchemy import TextClause
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from chat.types import Chat, Message, ModelSettings, StepRecord
@@ -106,10 +108,26 @@ def positional(sql: str) -> tuple[str, list[str]]:
     return _POSITIONAL[sql]
 
 
+# The connection is gone or unusable: SQLAlchemy must drop it from the pool, and the API answers
+# 503 database_unavailable (api/problems.py), as it does for statements SQLAlchemy runs itself.
+_DISCONNECTED = (
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.CannotConnectNowError,
+    OSError,
+)
+
+
 async def fetch(conn: AsyncConnection, statement: TextClause, params: dict[str, Any]) -> list[Any]:
     """Run a statement on the connection's asyncpg driver: the hot statements of a step skip
     SQLAlchemy's result layer (which cost more than the query for small statements)."""
     raw = (await conn.get_raw_connection()).driver_connection
     assert raw is not None
-    sql, names = positional(str(statement))
-    return await raw.fetch(sql, *(params[name] for name in names))
+    sql, names = positional(statement.text)  # .text: str() would compile the clause each call
+    try:
+        return await raw.fetch(sql, *(params[name] for name in names))
+    except _DISCONNECTED as exc:
+        await conn.invalidate(exc)
+        raise OperationalError(sql, None, exc, connection_invalidated=True) from exc

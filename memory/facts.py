@@ -26,5 +26,5 @@ def key_terms(fact: str) -> frozenset[str]:
     K7002" embed almost alike, yet are two facts; "…is green." and "…is green!" are one."""
     tokens = _TOKEN.findall(fact)
     terms = {t.lower().strip(".:'-") for t in tokens if any(c.isdigit() for c in t)}
-    terms |= {t.lower().strip(".:'-") for t in tokens[1:] if t[:1].isupper()}
+    terms |= {t.lower().strip(".:'-") for t in tokens[1:] if t[:1].isupper() and len(t) > 1}
     return frozenset(t for t in terms if t)

@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-import numpy as np
-
-from memory.facts import normalize
+from memory.facts import key_terms
 
 Source = Literal["message", "fact"]
 Mode = Literal["hybrid", "dense", "keyword"]
@@ -31,7 +29,8 @@ class RecallConfig:
 
     enabled: bool = True
     mode: Mode = "hybrid"
-    candidates: int = 40  # per list: dense messages, keyword messages, dense facts, keyword facts
+    candidates: int = 30  # per list: dense messages, keyword messages, dense facts, keyword facts
+    keyword_scan: int = 500  # the newest full-text matches ranked, per source
     rrf_k: int = 60
     dense_weight: float = 1.0
     keyword_weight: float = 1.0
@@ -40,9 +39,10 @@ class RecallConfig:
     recency_floor: float = 0.35  # ...down to this floor, so an old fact still counts
     fact_weight: float = 1.3  # a durable fact outranks a message of the same relevance
     assistant_weight: float = 0.8  # what the user said is better evidence than the answers
-    duplicate_cosine: float = 0.95
+    duplicate_overlap: float = 0.9  # share of words two items have in common to be one
     budget_tokens: int = 600
     max_items: int = 10
+    item_max_chars: int = 1200  # a longer message stands in the fence as its first part
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,6 @@ class Candidate:
     importance: float = 0.5
     dense_rank: int | None = None  # 1-based rank in its dense list
     keyword_rank: int | None = None
-    embedding: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -117,42 +116,58 @@ def score(candidate: Candidate, now: datetime, config: RecallConfig) -> dict[str
     }
 
 
-def _near_duplicate(a: Candidate, b: Candidate, threshold: float) -> bool:
-    if normalize(a.text) == normalize(b.text):
-        return True
-    if a.embedding is None or b.embedding is None:
-        return False
-    return float(np.dot(a.embedding, b.embedding)) >= threshold
-
-
 def rank(
     candidates: list[Candidate],
     now: datetime,
     config: RecallConfig,
     count_tokens: Callable[[str], int],
 ) -> list[Recalled]:
-    """Fuse, weigh, collapse near-duplicates (the better-ranked one stays), cut to the budget."""
+    """Fuse, weigh, collapse near-duplicates (most words in common: the better-ranked one stays),
+    cut to the budget.
+
+    Walks the candidates best first and stops once the fence is full, so the cost is bounded by
+    what is kept, not by how many candidates came back."""
     scored = [(c, score(c, now, config)) for c in candidates]
     scored = [pair for pair in scored if pair[1]["total"] > 0]
-    scored.sort(key=lambda pair: (-pair[1]["total"], pair[0].created_at), reverse=False)
-    kept: list[tuple[Candidate, dict[str, float]]] = []
-    for candidate, scores in scored:
-        if any(_near_duplicate(candidate, k, config.duplicate_cosine) for k, _ in kept):
-            continue
-        kept.append((candidate, scores))
+    scored.sort(key=lambda pair: (-pair[1]["total"], pair[0].created_at))
     out: list[Recalled] = []
+    kept: list[tuple[frozenset[str], frozenset[str]]] = []
     used = 0
-    for candidate, scores in kept:
-        if len(out) >= config.max_items:
+    for candidate, scores in scored:
+        if len(out) >= config.max_items or used >= config.budget_tokens:
             break
-        tokens = count_tokens(candidate.text)
+        words = _words(candidate.text)
+        if any(_overlap(words, other) >= config.duplicate_overlap
+               and key_terms(candidate.text) == terms for other, terms in kept):
+            continue  # the same thing said again; a different number or name is not
+        text = _snippet(candidate.text, config.item_max_chars)
+        tokens = count_tokens(text)
         if used + tokens > config.budget_tokens:
             continue  # a shorter item further down may still fit
         used += tokens
+        kept.append((words, key_terms(candidate.text)))
         scores = {**scores, "total": round(scores["total"], 6)}
-        out.append(Recalled(candidate.id, candidate.source, candidate.text, candidate.created_at,
+        out.append(Recalled(candidate.id, candidate.source, text, candidate.created_at,
                             candidate.role, candidate.chat_id, tokens, scores))
     return out
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.strip("'’") for w in _WORD.findall(text.lower()))
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    """Jaccard similarity of two word sets: 1 for the same words in any order or case."""
+    if not a or not b:
+        return 1.0 if a == b else 0.0
+    return len(a & b) / len(a | b)
+
+
+def _snippet(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut + " …"
 
 
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
@@ -193,7 +208,7 @@ def render(item: Recalled) -> str:
     """One line of the fence: its date and source first, so the model can judge it."""
     day = item.created_at.date().isoformat()
     if item.source == "fact":
-        origin = f"fact {str(item.id)[:8]}"
+        origin = f"fact {item.id}"  # whole: the `forget` tool takes it as it stands here
     else:
         origin = f"{item.role} in chat {str(item.chat_id)[:8]}"
     text = " ".join(item.text.split())

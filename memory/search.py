@@ -29,6 +29,8 @@ _NOT_HIDDEN = (
 )
 
 # Four ranked lists (dense and keyword, over messages and over facts), then the rows they name.
+# The keyword lists rank only the newest `:scan` matches: a common word can match most of a
+# large user's rows, and ranking them all would make recall grow with the user's history.
 _CANDIDATES = text(f"""
 WITH dm AS (
     SELECT message_id AS id, row_number() OVER (ORDER BY d) AS r FROM (
@@ -36,35 +38,43 @@ WITH dm AS (
         WHERE :dense AND {_OWNER} AND message_id <> ALL(:exclude) AND {_NOT_HIDDEN}
         ORDER BY embedding <=> :qv LIMIT :n) x
 ), km AS (
-    SELECT message_id AS id, row_number() OVER (ORDER BY s DESC) AS r FROM (
-        SELECT message_id, ts_rank_cd(content_tsv, q) AS s
-        FROM message_embeddings, to_tsquery('jin_search', :q) AS q
-        WHERE :keyword AND {_OWNER} AND content_tsv @@ q AND message_id <> ALL(:exclude)
-          AND {_NOT_HIDDEN}
-        ORDER BY s DESC LIMIT :n) x
+    SELECT id, row_number() OVER (ORDER BY ts_rank_cd(tsv, to_tsquery('jin_search', :q)) DESC)
+           AS r
+    FROM (
+        SELECT message_id AS id, content_tsv AS tsv FROM message_embeddings
+        WHERE :keyword AND {_OWNER} AND content_tsv @@ to_tsquery('jin_search', :q)
+          AND message_id <> ALL(:exclude) AND {_NOT_HIDDEN}
+        ORDER BY created_at DESC LIMIT :scan) x
+    ORDER BY r LIMIT :n
 ), df AS (
     SELECT id, row_number() OVER (ORDER BY d) AS r FROM (
         SELECT id, embedding <=> :qv AS d FROM memories
         WHERE :dense AND {_OWNER} AND valid_to IS NULL AND embedding IS NOT NULL
         ORDER BY embedding <=> :qv LIMIT :n) x
 ), kf AS (
-    SELECT id, row_number() OVER (ORDER BY s DESC) AS r FROM (
-        SELECT id, ts_rank_cd(content_tsv, q) AS s FROM memories, to_tsquery('jin_search', :q) q
-        WHERE :keyword AND {_OWNER} AND valid_to IS NULL AND content_tsv @@ q
-        ORDER BY s DESC LIMIT :n) x
+    SELECT id, row_number() OVER (ORDER BY ts_rank_cd(tsv, to_tsquery('jin_search', :q)) DESC)
+           AS r
+    FROM (
+        SELECT id, content_tsv AS tsv FROM memories
+        WHERE :keyword AND {_OWNER} AND valid_to IS NULL
+          AND content_tsv @@ to_tsquery('jin_search', :q)
+        ORDER BY updated_at DESC LIMIT :scan) x
+    ORDER BY r LIMIT :n
 )
 SELECT 'message' AS source, m.id, m.content AS text, m.created_at, m.kind AS role, m.chat_id,
-       0.5::float8 AS importance, dm.r AS dense_rank, km.r AS keyword_rank,
-       e.embedding
+       0.5::float8 AS importance, dm.r AS dense_rank, km.r AS keyword_rank
 FROM (SELECT id FROM dm UNION SELECT id FROM km) ids
 JOIN messages m ON m.id = ids.id
-JOIN message_embeddings e ON e.message_id = ids.id
 LEFT JOIN dm ON dm.id = ids.id LEFT JOIN km ON km.id = ids.id
 UNION ALL
-SELECT 'fact', f.id, f.text, f.updated_at, 'fact', NULL, f.importance, df.r, kf.r, f.embedding
+SELECT 'fact', f.id, f.text, f.updated_at, 'fact', NULL, f.importance, df.r, kf.r
 FROM (SELECT id FROM df UNION SELECT id FROM kf) ids
 JOIN memories f ON f.id = ids.id
 LEFT JOIN df ON df.id = ids.id LEFT JOIN kf ON kf.id = ids.id""")
+
+# Longer queries are cut: the embedder reads a few hundred tokens anyway, and full text needs
+# no more than its words.
+MAX_QUERY_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,7 @@ class PostgresRecall:
         """The fence's items for a query; `exclude` is what the window already shows, `hide`
         a chat and the time of its "start over" line: its rows before that stay forgotten."""
         cfg = config or self.config
+        query = query[:MAX_QUERY_CHARS]
         started = time.perf_counter()
         vector = None
         if cfg.mode != "keyword":
@@ -122,6 +133,7 @@ class PostgresRecall:
         dense = vector is not None
         params = {
             "t": tenant_id, "u": user_id, "n": cfg.candidates, "exclude": exclude,
+            "scan": cfg.keyword_scan,
             "qv": Vector(np.asarray(vector, dtype=np.float32)) if dense else None,
             "q": tsquery or "", "dense": dense, "keyword": tsquery is not None,
             "hide_chat": hide[0] if hide else None, "hide_before": hide[1] if hide else None,
@@ -132,11 +144,8 @@ class PostgresRecall:
 
 
 def _candidate(row: Any) -> Candidate:
-    vector = row["embedding"]
-    embedding = vector.to_numpy() if vector is not None else None
     return Candidate(
         id=row["id"], source=row["source"], text=row["text"], created_at=row["created_at"],
         role=row["role"], chat_id=row["chat_id"], importance=row["importance"],
-        dense_rank=row["dense_rank"], keyword_rank=row["keyword_rank"], embedding=embedding,
+        dense_rank=row["dense_rank"], keyword_rank=row["keyword_rank"],
     )
-

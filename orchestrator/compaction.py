@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from datetime import datetime
 from typing import Any, Literal
 
 from chat.types import Message
@@ -284,3 +285,14 @@ def after_pass(
         retry_at=retry_at,
         last_through=through,
     )
+
+
+def hidden_before(summary: Message | None) -> datetime | None:
+    """When the chat was last started over: its rows from before are not recalled into it.
+    A "start over" row says so by itself; the summaries written after it carry its time."""
+    if summary is None:
+        return None
+    if summary.meta.get("reset"):
+        return summary.created_at
+    carried = summary.meta.get("recall_hidden_before")
+    return datetime.fromisoformat(carried) if isinstance(carried, str) else None

@@ -28,6 +28,7 @@ from orchestrator.compaction import (
     extractive,
     fact_lines,
     helper_prompt,
+    hidden_before,
     may_call_helper,
     parse_summary,
     policy_for,
@@ -73,6 +74,7 @@ class Compactor:
             return CompactionDone(None, None, tokens_before, tokens_before, reason, skipped=True)
 
         indexed = await self._index(chat)
+        hidden = hidden_before(summary)  # a "start over" stays in force for recall
         text, helper_called, helper_failed = await self._summarise(previous, span, state)
         items = extract(render_span(span)) + extract(previous)
         helper_report = verify(items, text, [])
@@ -96,6 +98,7 @@ class Compactor:
                 "covers": [span[0].position, span[-1].position],
                 "messages": len(span),
                 "previous_summary_id": str(summary.id) if summary else None,
+                "recall_hidden_before": hidden.isoformat() if hidden else None,
                 "helper_model": self.helper_model if helper_called and not helper_failed else None,
                 "fallback": not helper_called or helper_failed,
                 "reason": reason,

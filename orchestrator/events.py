@@ -69,7 +69,7 @@ class RuntimeAction:
     action: str  # remember / forget / the unknown name the model called
     id: str | None  # the fact's id
     text: str
-    status: str  # added / updated / superseded / forgotten / not_found / invalid
+    status: str  # added / updated / superseded / forgotten / not_found / invalid / failed
     call_id: str
     replaced: str | None = None  # the fact a paraphrase superseded
     error: str | None = None

@@ -58,12 +58,18 @@ def scrub(text: str) -> str:
     return scrubber.feed(text) + scrubber.flush()
 
 
+_START = re.compile(r"<\s*/?\s*([A-Za-z-]*)")
+
+
 def _partial_tag(buf: str) -> int:
-    """Length of a suffix that may still become one of the tags (held until more arrives)."""
-    start = buf.rfind("<")
-    if start < 0 or len(buf) - start > _HOLD_MAX or ">" in buf[start:]:
-        return 0
-    letters = re.sub(r"[<\s/]", "", buf[start:]).lower()
-    if any(n.startswith(letters) or letters.startswith(n) for n in _NAMES):
-        return len(buf) - start
+    """Length of the suffix, from the earliest `<` that may still become one of the tags, that
+    must wait for more text (`A <memory-context <b>...` split after the second `<` included)."""
+    for start in (i for i, ch in enumerate(buf) if ch == "<"):
+        if len(buf) - start > _HOLD_MAX or ">" in buf[start:]:
+            continue
+        match = _START.match(buf, start)
+        name = match.group(1).lower() if match else ""
+        at_end = match is not None and match.end() == len(buf)
+        if any((at_end and n.startswith(name)) or name.startswith(n) for n in _NAMES):
+            return len(buf) - start
     return 0

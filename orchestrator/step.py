@@ -34,7 +34,7 @@ from llm.types import (
 )
 from memory.ports import FactStore, IndexQueue, Recaller, RecallResultLike
 from memory.recall import render
-from orchestrator.compaction import Compact, CompactionState, decide
+from orchestrator.compaction import Compact, CompactionState, decide, hidden_before
 from orchestrator.compactor import Compactor
 from orchestrator.context import Budget, PromptPlan, assemble
 from orchestrator.errors import ChatNotFound, MessageTooLarge
@@ -319,7 +319,8 @@ async def _answer(
     message_id = started.begun.assistant_message_id
     tools = MEMORY_TOOLS if deps.facts is not None and cfg.memory_tools else None
     messages = list(plan.messages)
-    scrubber = FenceScrubber()  # the model may echo a fence: it never reaches the answer
+    # The model may echo a fence: it never reaches the answer, nor the reasoning shown.
+    scrubber, thoughts = FenceScrubber(), FenceScrubber()
     for round_ in range(cfg.max_tool_rounds + 1):
         request = CompletionRequest(
             messages=messages, model=chat.settings.model, max_tokens=plan.budget.answer_reserve,
@@ -334,15 +335,16 @@ async def _answer(
                     answer.content.append(text)
                     yield MessageChunk(message_id, text)
             elif isinstance(delta, ReasoningDelta):
-                answer.reasoning.append(delta.text)
-                yield ThinkingChunk(message_id, delta.text)
+                if text := thoughts.feed(delta.text):
+                    answer.reasoning.append(text)
+                    yield ThinkingChunk(message_id, text)
             elif isinstance(delta, ToolCalls):
                 calls = delta.calls
             elif isinstance(delta, Finish):
                 answer.add_usage(delta.usage)
                 answer.finished = not calls
-        if not calls or abort.event.is_set() or deps.facts is None:
-            break
+        if not calls or abort.event.is_set() or deps.facts is None or request.tools is None:
+            break  # (a call to a tool that was not offered is not run)
         messages.append(PromptMessage("assistant", "".join(said),
                                       tool_calls=[c.to_openai() for c in calls]))
         sources = [started.begun.user_message.id, message_id]
@@ -351,6 +353,9 @@ async def _answer(
             answer.actions.append(result.action)
             yield result.action
             messages.append(PromptMessage("tool", result.content, tool_call_id=call.id))
+    if tail := thoughts.flush():
+        answer.reasoning.append(tail)
+        yield ThinkingChunk(message_id, tail)
     if tail := scrubber.flush():
         answer.content.append(tail)
         yield MessageChunk(message_id, tail)
@@ -377,16 +382,15 @@ async def recall_into(
     deps: StepDeps, chat: Chat, window: Window, plan: PromptPlan, query: str, *,
     new_message: str | None, also_shown: list[uuid.UUID] | None = None,
 ) -> tuple[PromptPlan, RecallResultLike | None]:
-    """The plan with its memory fence filled by recall for `query`. What the prompt already
-    shows (head, history, tail) is never recalled, nor what a "start over" put behind."""
+    """The plan with its memory fence filled by recall for `query`. The window's rows (what the
+    prompt shows, or could) are never recalled, nor what a "start over" put behind."""
     if deps.recall is None or not query.strip():
         return plan, None
-    shown = [uuid.UUID(i) for s in plan.sections if s.name in ("head", "history", "tail")
-             for i in s.source_ids]
-    reset = window.summary if window.summary and window.summary.meta.get("reset") else None
+    shown = [m.id for m in window.head] + [m.id for m in window.tail]
+    hidden = hidden_before(window.summary)
     result = await deps.recall.recall(
         chat.tenant_id, chat.user_id, query, exclude=[*shown, *(also_shown or [])],
-        hide=(chat.id, reset.created_at) if reset else None,
+        hide=(chat.id, hidden) if hidden else None,
     )
     if not result.items:
         return plan, result

@@ -8,6 +8,7 @@ pure; execution goes through the FactStore port.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,9 @@ from memory.ports import FactStore
 from orchestrator.events import RuntimeAction
 
 MAX_FACT_CHARS = 2000
+MAX_TOOL_IMPORTANCE = 0.8
+
+log = logging.getLogger("jin.tools")
 
 MEMORY_TOOLS: list[dict[str, Any]] = [
     {
@@ -79,8 +83,20 @@ def _invalid(call: ToolCall, reason: str) -> ToolResult:
 async def execute(
     call: ToolCall, facts: FactStore, chat: Chat, sources: list[uuid.UUID]
 ) -> ToolResult:
-    """Run one call. Mistakes of the model (unknown tool, bad arguments) become results it can
-    read, never a failed step."""
+    """Run one call. Mistakes of the model (unknown tool, bad arguments) and a memory that is
+    down become results it can read, never a failed step."""
+    try:
+        return await _execute(call, facts, chat, sources)
+    except Exception as exc:  # the boundary of an optional part: the answer goes on
+        log.warning("memory tool %s failed: %s", call.name, type(exc).__name__, exc_info=True)
+        action = RuntimeAction(call.name, None, "", "failed", call.id,
+                               error="memory is unavailable right now")
+        return ToolResult(action, json.dumps({"ok": False, "error": "memory is unavailable"}))
+
+
+async def _execute(
+    call: ToolCall, facts: FactStore, chat: Chat, sources: list[uuid.UUID]
+) -> ToolResult:
     args = parse_arguments(call)
     if isinstance(args, str):
         return _invalid(call, args)
@@ -91,6 +107,9 @@ async def execute(
         importance = args.get("importance", 0.5)
         if not isinstance(importance, int | float) or not 0 <= importance <= 1:
             importance = 0.5
+        # Capped: text recalled into a prompt could talk the model into pinning a fact at the
+        # top of every later recall; the user's own writes (POST /v1/memories) may go to 1.
+        importance = min(importance, MAX_TOOL_IMPORTANCE)
         writes = await facts.write(chat.tenant_id, chat.user_id, [fact[:MAX_FACT_CHARS]],
                                    sources, origin="tool", importance=float(importance))
         if not writes:

@@ -5,6 +5,7 @@ Every call is scoped to the caller's tenant and the `user_id` it names.
 
 from __future__ import annotations
 
+import base64
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -22,7 +23,7 @@ from memory.store import PostgresFactStore
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
-UserId = Annotated[str, Query(min_length=1, max_length=200)]
+UserId = Annotated[Text, Query(min_length=1, max_length=200)]
 
 
 class AddMemory(BaseModel):
@@ -33,11 +34,17 @@ class AddMemory(BaseModel):
     importance: float = Field(default=0.5, ge=0, le=1)
 
 
-def _stores(runtime: RuntimeDep) -> tuple[PostgresFactStore, PostgresRecall]:
-    facts, recall = runtime.deps.facts, runtime.deps.recall
-    if not isinstance(facts, PostgresFactStore) or not isinstance(recall, PostgresRecall):
+def _facts(runtime: RuntimeDep) -> PostgresFactStore:
+    if not isinstance(runtime.deps.facts, PostgresFactStore):
         raise Problem(503, "memory_unavailable", runtime.memory_problem or "memory is disabled")
-    return facts, recall
+    return runtime.deps.facts
+
+
+def _recall(runtime: RuntimeDep) -> PostgresRecall:
+    if not isinstance(runtime.deps.recall, PostgresRecall):
+        detail = runtime.memory_problem or "recall is turned off (JIN_RECALL=false)"
+        raise Problem(503, "recall_unavailable", detail)
+    return runtime.deps.recall
 
 
 def _embedder_down(exc: LLMError) -> Problem:
@@ -57,8 +64,8 @@ async def list_or_search(
 ) -> dict[str, Any]:
     """Without `q`: the user's facts, newest first (`history` adds superseded and forgotten
     ones). With `q`: what recall would find, facts and past messages, with each score."""
-    facts, recall = _stores(runtime)
     if q is not None:
+        recall = _recall(runtime)
         config = RecallConfig(**{**recall.config.__dict__, "mode": mode, "max_items": limit,
                                  "budget_tokens": 1_000_000})
         try:
@@ -67,27 +74,32 @@ async def list_or_search(
             raise _embedder_down(exc) from exc
         return {"query": q, "mode": mode, "items": [i.to_json() for i in result.items],
                 "candidates": result.candidates, "timings": result.timings}
-    rows = await facts.list(tenant, user_id, limit=limit + 1, history=history,
-                            before=_cursor(before))
+    rows = await _facts(runtime).list(tenant, user_id, limit=limit + 1, history=history,
+                                      before=_cursor(before))
     page = rows[:limit]
-    cursor = f"{page[-1].updated_at.isoformat()}|{page[-1].id}" if len(rows) > limit else None
+    cursor = _encode(page[-1].updated_at, page[-1].id) if len(rows) > limit else None
     return {"items": [f.to_json() for f in page], "next": cursor}
+
+
+def _encode(stamp: datetime, ident: uuid.UUID) -> str:
+    """An opaque, URL-safe cursor: the (updated_at, id) of the last fact of a page."""
+    return base64.urlsafe_b64encode(f"{stamp.isoformat()}|{ident}".encode()).decode()
 
 
 def _cursor(value: str | None) -> tuple[datetime, uuid.UUID] | None:
     if value is None:
         return None
-    stamp, _, ident = value.partition("|")
     try:
+        stamp, _, ident = base64.urlsafe_b64decode(value.encode()).decode().partition("|")
         return datetime.fromisoformat(stamp), uuid.UUID(ident)
-    except ValueError as exc:
+    except ValueError as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
         raise Problem(422, "invalid_request", "`before` is not a cursor from this API") from exc
 
 
 @router.post("", status_code=201)
 async def add(body: AddMemory, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
     """Write a fact; one that already exists (same text, or a close paraphrase) is updated."""
-    facts, _ = _stores(runtime)
+    facts = _facts(runtime)
     try:
         writes = await facts.write(tenant, body.user_id, [body.text], [], origin="api",
                                    importance=body.importance)
@@ -107,7 +119,6 @@ async def forget(
     memory_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep, user_id: UserId
 ) -> Response:
     """Forget a fact: it leaves recall; `GET ?history=true` still shows it, with `valid_to`."""
-    facts, _ = _stores(runtime)
-    if not await facts.forget(tenant, user_id, fact_id=memory_id):
+    if not await _facts(runtime).forget(tenant, user_id, fact_id=memory_id):
         raise Problem(404, "not_found", f"memory {memory_id} does not exist")
     return Response(status_code=204)

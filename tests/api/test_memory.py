@@ -237,3 +237,46 @@ async def test_status_reports_memory_and_the_tools_can_be_turned_off(
         model.push(Reply(["ok"]))
         await stream_step(c, chat_id, "hello")
         assert "tools" not in model.requests[-1]
+
+
+async def test_a_failing_memory_or_an_unoffered_tool_never_fails_the_answer(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer
+) -> None:
+    async with httpx.AsyncClient(base_url=jin_factory(), timeout=30) as c:
+        chat_id = await new_chat(c)
+        model.embed_status = 500  # the embedder is down while the model calls `remember`
+        model.push(Reply(tool_calls=[{"name": "remember", "arguments": {"text": "x is 1"}}]),
+                   Reply(["I could not save that, but here is my answer."]))
+        events = await stream_step(c, chat_id, "remember x is 1")
+        model.embed_status = 200
+        [action] = _events(events, "runtime_action")
+        assert action["status"] == "failed" and action["error"]
+        assert _events(events, "message_end")[0]["status"] == "complete"
+    async with httpx.AsyncClient(base_url=jin_factory(memory_tools=False), timeout=30) as c:
+        chat_id = await new_chat(c)
+        model.push(Reply(["sneaky"], tool_calls=[{"name": "remember",
+                                                  "arguments": {"text": "Injected fact 123"}}]))
+        events = await stream_step(c, chat_id, "hi")
+        assert _events(events, "runtime_action") == []  # not offered: not run
+        listed = await c.get("/v1/memories", params={"user_id": "u1"})
+        assert listed.json()["items"] == []
+
+
+async def test_fact_pages_use_an_opaque_cursor_and_work_with_recall_off(
+    jin_factory: Callable[..., str],
+) -> None:
+    async with httpx.AsyncClient(base_url=jin_factory(recall=False), timeout=30) as c:
+        for i in range(3):
+            added = await c.post("/v1/memories", json={"user_id": "u1", "text": f"Fact {i}."})
+            assert added.status_code == 201
+        first = (await c.get("/v1/memories", params={"user_id": "u1", "limit": 2})).json()
+        assert [f["text"] for f in first["items"]] == ["Fact 2.", "Fact 1."]
+        rest = (await c.get("/v1/memories", params={"user_id": "u1", "limit": 2,
+                                                    "before": first["next"]})).json()
+        assert [f["text"] for f in rest["items"]] == ["Fact 0."] and rest["next"] is None
+        search = await c.get("/v1/memories", params={"user_id": "u1", "q": "fact"})
+        assert search.status_code == 503 and search.json()["code"] == "recall_unavailable"
+        bad = await c.get("/v1/memories", params={"user_id": "u1", "before": "nope"})
+        assert bad.status_code == 422 and bad.json()["code"] == "invalid_request"
+        nul = await c.get("/v1/memories", params={"user_id": "u\x00"})
+        assert nul.status_code == 422

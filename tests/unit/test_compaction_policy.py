@@ -125,3 +125,22 @@ def test_an_oversized_summary_sheds_its_oldest_facts_and_only_facts() -> None:
     assert kept["Facts"][0] == SPILLED and kept["Facts"][-1] == facts[-1]  # newest stay
     assert all(kept[s] == [f"- keep {s}"] for s in SECTIONS[:4])
     assert trim_summary(big, 10_000, lambda t: len(t.split())).count("LCK-") == 100
+
+
+def test_a_start_over_stays_in_force_for_recall_through_later_summaries() -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    from chat.types import Message
+    from orchestrator.compaction import hidden_before
+
+    when = datetime(2026, 11, 1, tzinfo=UTC)
+
+    def row(meta: dict) -> Message:
+        return Message(id=uuid.uuid4(), chat_id=uuid.uuid4(), position=1, kind="summary",
+                       content="", status="complete", token_count=0, created_at=when, meta=meta)
+
+    assert hidden_before(row({"reset": True})) == when
+    assert hidden_before(row({"recall_hidden_before": "2026-10-01T00:00:00+00:00"})) == (
+        datetime(2026, 10, 1, tzinfo=UTC))
+    assert hidden_before(row({})) is None and hidden_before(None) is None

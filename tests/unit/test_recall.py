@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-import numpy as np
+import pytest
 
 from memory.recall import (
     Candidate,
@@ -22,12 +22,11 @@ NOW = datetime(2026, 11, 29, tzinfo=UTC)
 
 
 def _c(text: str, *, dense: int | None = None, keyword: int | None = None, days: float = 0,
-       source: str = "message", role: str = "user", vec: list[float] | None = None,
-       importance: float = 0.5) -> Candidate:
+       source: str = "message", role: str = "user", importance: float = 0.5) -> Candidate:
     return Candidate(
         id=uuid.uuid4(), source=source, text=text, created_at=NOW - timedelta(days=days),  # type: ignore[arg-type]
         role=role, chat_id=uuid.uuid4(), importance=importance, dense_rank=dense,
-        keyword_rank=keyword, embedding=np.array(vec, dtype=np.float32) if vec else None,
+        keyword_rank=keyword,
     )
 
 
@@ -77,12 +76,19 @@ def test_facts_and_important_items_weigh_more_than_assistant_chatter() -> None:
 
 
 def test_near_duplicates_collapse_into_the_better_ranked_one() -> None:
-    a = _c("My flight is on 14 March", dense=1, vec=[1.0, 0.0])
-    same_text = _c("my flight is on 14 march.", dense=2, vec=[0.0, 1.0])
-    close = _c("Flight: 14 March", dense=3, vec=[0.99, 0.141])
-    far = _c("The cabin wifi is blue-heron-42", dense=4, vec=[0.0, 1.0])
-    ranked = rank([a, same_text, close, far], NOW, RecallConfig(duplicate_cosine=0.95), _words)
-    assert _texts(ranked) == ["My flight is on 14 March", "The cabin wifi is blue-heron-42"]
+    a = _c("My flight to Porto is on 14 March", dense=1)
+    same_words = _c("my flight is on 14 March, to Porto!", dense=2)
+    close = _c("My flight to Porto is on 14 March, I think", dense=3)  # 8 of 10 words
+    other = _c("My flight to Porto is on 21 March", dense=4)  # another date: 7 of 9
+    asked = _c("When is my flight to Porto?", dense=5)  # a question is not its answer
+    ranked = rank([a, same_words, close, other, asked], NOW,
+                  RecallConfig(duplicate_overlap=0.8), _words)
+    assert _texts(ranked) == ["My flight to Porto is on 14 March",
+                              "My flight to Porto is on 21 March", "When is my flight to Porto?"]
+    assert len(rank([a, close], NOW, RecallConfig(), _words)) == 2  # 0.9 by default
+    long_a = _c("we agreed that the launch of the new website will happen on 3 May " * 2, dense=1)
+    long_b = _c("we agreed that the launch of the new website will happen on 9 May " * 2, dense=2)
+    assert len(rank([long_a, long_b], NOW, RecallConfig(), _words)) == 2  # another date
 
 
 def test_the_cut_keeps_within_the_token_budget_and_the_item_count() -> None:
@@ -125,3 +131,24 @@ def test_key_terms_tell_alike_facts_apart_and_let_paraphrases_match() -> None:
         "The user's favourite colour is green!")
     assert key_terms("Olena lives in Lviv") != key_terms("Olena lives in Kyiv")
     assert key_terms("Flight on 2026-03-14 to Porto") == {"2026-03-14", "porto"}
+
+
+def test_a_long_item_stands_in_the_fence_as_its_first_part() -> None:
+    long = _c("start " + "word " * 3000, dense=1)
+    [item] = rank([long], NOW, RecallConfig(item_max_chars=100, budget_tokens=600), _words)
+    assert item.text.startswith("start word") and item.text.endswith(" …")
+    assert len(item.text) <= 102 and item.tokens <= 600
+
+
+def test_every_recall_knob_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from api.settings import Settings
+
+    names = [f.name for f in dataclasses.fields(RecallConfig) if f.name not in ("enabled", "mode")]
+    assert Settings(database_url="x").recall_config() == RecallConfig()
+    for name in names:
+        monkeypatch.setenv(f"JIN_RECALL_{name.upper()}", "1")
+    monkeypatch.setenv("JIN_RECALL_MODE", "keyword")
+    config = Settings(database_url="x").recall_config()
+    assert all(getattr(config, n) == 1 for n in names) and config.mode == "keyword"

@@ -32,3 +32,10 @@ def test_ordinary_angle_brackets_pass_untouched() -> None:
 def test_an_unclosed_fence_drops_the_rest_and_a_partial_tag_at_the_end_is_kept() -> None:
     assert scrub("ok <memory-context> leaked forever") == "ok "
     assert scrub("x <memo") == "x <memo"  # the stream ended: it was never a tag
+
+
+def test_a_tag_with_odd_attributes_is_held_from_its_first_bracket_whatever_the_split() -> None:
+    text = "A <memory-context <b>SECRET</memory-context> B"
+    assert scrub(text) == "A  B"
+    for cut in range(1, len(text)):
+        assert _stream([text[:cut], text[cut:]]) == "A  B", cut
