@@ -9,7 +9,11 @@ to outcome committed) and model (provider request to last chunk); overhead = tot
 Prints medians and p99s at 10, 1,000 and 100,000 messages of history, their ratio to the
 10-message figure, and steps/s with 32 concurrent chats. Never passes or fails on time.
 Long chats are seeded as jin leaves them: with a summary row before their newest 40 rows
-(compaction keeps running as the benchmark adds turns, as in production).
+(compaction keeps running as the benchmark adds turns, as in production). Every model role,
+the embedder too, is the fake; memory is on: each step recalls over its user's past (what the
+benchmark's own steps wrote and indexed; the seeded rows are not indexed: HNSW takes ~170
+synthetic vectors/s here, and recall's cost at 10,000 to 1,000,000 rows is measured by
+bench/recall_scale.py).
 """
 
 from __future__ import annotations
@@ -49,8 +53,10 @@ def pct(values: list[float], q: float) -> float:
 async def make_chats(client: aiohttp.ClientSession, engine, n_chats: int, size: int) -> list[str]:
     ids = []
     for _ in range(n_chats):
+        # A user per chat, as in production: recall searches the user's own past.
+        user = f"bench-{uuid.uuid4().hex[:12]}"
         async with client.post(
-            "/v1/chats", json={"user_id": "bench", "system_prompt": "Be brief."}
+            "/v1/chats", json={"user_id": user, "system_prompt": "Be brief."}
         ) as r:
             ids.append((await r.json())["id"])
         if size:

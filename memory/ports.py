@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from memory.recall import RecallConfig, Recalled
+from memory.recall import RecallConfig, RecallResult
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,6 @@ class FactStore(Protocol):
         ...
 
 
-class RecallResultLike(Protocol):
-    items: list[Recalled]
-    timings: dict[str, float]
-
-
 class Recaller(Protocol):
     """Recall over the user's past chats and durable facts."""
 
@@ -81,9 +76,11 @@ class Recaller(Protocol):
         self, tenant_id: str, user_id: str, query: str, *,
         exclude: list[uuid.UUID] | None = None, now: datetime | None = None,
         config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
-    ) -> RecallResultLike:
+        budget_tokens: int | None = None,
+    ) -> RecallResult:
         """Ranked items for the fence; `exclude` are the messages the window already shows;
-        `hide` is a chat and its "start over" time, before which its rows are not recalled."""
+        `hide` is a chat and its "start over" time, before which its rows are not recalled;
+        `budget_tokens` lowers the fence's budget to what the prompt has room for."""
         ...
 
 

@@ -80,6 +80,15 @@ class Recalled:
         }
 
 
+@dataclass(frozen=True)
+class RecallResult:
+    items: list[Recalled]
+    query: str
+    mode: str
+    candidates: int  # rows the search returned before ranking
+    timings: dict[str, float] = field(default_factory=dict)
+
+
 def rrf(rank: int | None, k: int) -> float:
     return 0.0 if rank is None else 1.0 / (k + rank)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.tables import fetch
 from llm.ports import Embedder
-from memory.recall import Candidate, RecallConfig, Recalled, keyword_query, rank
+from memory.recall import Candidate, RecallConfig, RecallResult, keyword_query, rank
 
 _OWNER = "tenant_id = :t AND user_id = :u"
 # A chat that was started over does not recall its own rows from before the "start over" line.
@@ -77,15 +77,6 @@ LEFT JOIN df ON df.id = ids.id LEFT JOIN kf ON kf.id = ids.id""")
 MAX_QUERY_CHARS = 2000
 
 
-@dataclass(frozen=True)
-class RecallResult:
-    items: list[Recalled]
-    query: str
-    mode: str
-    candidates: int
-    timings: dict[str, float] = field(default_factory=dict)
-
-
 class PostgresRecall:
     """Recall over a user's past messages and durable facts."""
 
@@ -102,10 +93,13 @@ class PostgresRecall:
         self, tenant_id: str, user_id: str, query: str, *,
         exclude: list[uuid.UUID] | None = None, now: datetime | None = None,
         config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
+        budget_tokens: int | None = None,
     ) -> RecallResult:
         """The fence's items for a query; `exclude` is what the window already shows, `hide`
         a chat and the time of its "start over" line: its rows before that stay forgotten."""
         cfg = config or self.config
+        if budget_tokens is not None and budget_tokens < cfg.budget_tokens:
+            cfg = replace(cfg, budget_tokens=budget_tokens)  # what the prompt has room for
         query = query[:MAX_QUERY_CHARS]
         started = time.perf_counter()
         vector = None

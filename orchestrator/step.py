@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chat.ports import (
@@ -24,37 +24,25 @@ from chat.ports import (
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, Window
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
-from llm.types import (
-    CompletionRequest,
-    ContentDelta,
-    Finish,
-    PromptMessage,
-    ReasoningDelta,
-    ToolCalls,
-)
-from memory.ports import FactStore, IndexQueue, Recaller, RecallResultLike
-from memory.recall import render
-from orchestrator.compaction import Compact, CompactionState, decide, hidden_before
+from memory.ports import FactStore, IndexQueue, Recaller
+from orchestrator.answer import AbortSignal, Answer, Rounds, stream_answer
+from orchestrator.compaction import Compact, CompactionState, decide
 from orchestrator.compactor import Compactor
 from orchestrator.context import Budget, PromptPlan, assemble
 from orchestrator.errors import ChatNotFound, MessageTooLarge
 from orchestrator.events import (
     CompactionDone,
     ContextInfo,
-    MessageChunk,
     MessageEnd,
     MessageError,
     MessageStart,
-    RuntimeAction,
     StepEnd,
     StepEvent,
     StepStart,
-    ThinkingChunk,
     event_payload,
 )
+from orchestrator.fence import recall_into
 from orchestrator.lease import follow_policy
-from orchestrator.scrub import FenceScrubber
-from orchestrator.tools import MEMORY_TOOLS, execute
 
 log = logging.getLogger("jin.step")
 
@@ -114,19 +102,6 @@ class Started:
 class Replayed:
     outcome: StepOutcome
     type: str = "replayed"
-
-
-@dataclass
-class AbortSignal:
-    """Set by a client disconnect, a local abort, or the abort flag seen in Postgres."""
-
-    event: asyncio.Event = field(default_factory=asyncio.Event)
-    reason: str = ""
-
-    def set(self, reason: str) -> None:
-        if not self.event.is_set():
-            self.reason = reason
-            self.event.set()
 
 
 def budget_for(chat: Chat, config: StepConfig) -> Budget:
@@ -189,33 +164,7 @@ async def reset_chat(deps: StepDeps, tenant_id: str, chat_id: uuid.UUID) -> Mess
     return row
 
 
-@dataclass
-class _Answer:
-    content: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-    usage: dict[str, Any] | None = None
-    finished: bool = False  # the model sent its finish
-    status: str = "complete"
-    error: tuple[str, str] | None = None  # (code, text)
-    actions: list[RuntimeAction] = field(default_factory=list)
-
-    def add_usage(self, usage: dict[str, Any]) -> None:
-        """Usage summed over the model calls of a step (tool rounds make several)."""
-        if not usage:
-            return
-        merged = dict(self.usage or {})
-        for key, value in usage.items():
-            if isinstance(value, int | float) and isinstance(merged.get(key), int | float):
-                merged[key] = merged[key] + value
-            else:
-                merged[key] = value
-        self.usage = merged
-
-    def partial(self) -> tuple[str, str]:
-        return "".join(self.content), "".join(self.reasoning)
-
-
-async def _monitor(deps: StepDeps, started: Started, abort: AbortSignal, answer: _Answer) -> None:
+async def _monitor(deps: StepDeps, started: Started, abort: AbortSignal, answer: Answer) -> None:
     """Poll the abort flag, keep the lease alive and flush partial text, until cancelled."""
     cfg = deps.config
     last_flush = last_renew = time.monotonic()
@@ -263,11 +212,14 @@ async def run_step(
     yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, recalled)
     yield MessageStart(message_id, "assistant")
 
-    answer = _Answer()
+    answer = Answer()
     monitor = asyncio.create_task(_monitor(deps, started, abort, answer))
     model_started = time.perf_counter()
     try:
-        async for event in _answer(deps, started, abort, answer):
+        rounds = Rounds(deps.config.memory_tools, deps.config.max_tool_rounds)
+        async for event in stream_answer(
+            deps.brain, deps.facts, rounds, started.chat, started.plan, begun, abort, answer
+        ):
             yield event
         if abort.event.is_set() and not answer.finished:
             answer.status = "interrupted"
@@ -311,62 +263,13 @@ async def run_step(
     yield StepEnd(begun.step_id, answer.status, _timings(started, model_started, model_ended))
 
 
-async def _answer(
-    deps: StepDeps, started: Started, abort: AbortSignal, answer: _Answer
-) -> AsyncIterator[StepEvent]:
-    """The brain's answer, continued after each round of memory tool calls it makes."""
-    cfg, chat, plan = deps.config, started.chat, started.plan
-    message_id = started.begun.assistant_message_id
-    tools = MEMORY_TOOLS if deps.facts is not None and cfg.memory_tools else None
-    messages = list(plan.messages)
-    # The model may echo a fence: it never reaches the answer, nor the reasoning shown.
-    scrubber, thoughts = FenceScrubber(), FenceScrubber()
-    for round_ in range(cfg.max_tool_rounds + 1):
-        request = CompletionRequest(
-            messages=messages, model=chat.settings.model, max_tokens=plan.budget.answer_reserve,
-            temperature=chat.settings.temperature,
-            tools=tools if round_ < cfg.max_tool_rounds else None,
-        )
-        calls, said = None, []
-        async for delta in _until_aborted(deps.brain.stream(request), abort):
-            if isinstance(delta, ContentDelta):
-                if text := scrubber.feed(delta.text):
-                    said.append(text)
-                    answer.content.append(text)
-                    yield MessageChunk(message_id, text)
-            elif isinstance(delta, ReasoningDelta):
-                if text := thoughts.feed(delta.text):
-                    answer.reasoning.append(text)
-                    yield ThinkingChunk(message_id, text)
-            elif isinstance(delta, ToolCalls):
-                calls = delta.calls
-            elif isinstance(delta, Finish):
-                answer.add_usage(delta.usage)
-                answer.finished = not calls
-        if not calls or abort.event.is_set() or deps.facts is None or request.tools is None:
-            break  # (a call to a tool that was not offered is not run)
-        messages.append(PromptMessage("assistant", "".join(said),
-                                      tool_calls=[c.to_openai() for c in calls]))
-        sources = [started.begun.user_message.id, message_id]
-        for call in calls:
-            result = await execute(call, deps.facts, chat, sources)
-            answer.actions.append(result.action)
-            yield result.action
-            messages.append(PromptMessage("tool", result.content, tool_call_id=call.id))
-    if tail := thoughts.flush():
-        answer.reasoning.append(tail)
-        yield ThinkingChunk(message_id, tail)
-    if tail := scrubber.flush():
-        answer.content.append(tail)
-        yield MessageChunk(message_id, tail)
-
-
 async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[str, Any]]]:
     """Fill the memory fence; a failure of recall leaves it empty and never fails the step."""
     user_message = started.begun.user_message
     try:
         plan, result = await recall_into(
-            deps, started.chat, started.window, started.plan, user_message.content,
+            deps.recall, deps.counter, started.chat, started.window, started.plan,
+            user_message.content,
             new_message=user_message.content, also_shown=[user_message.id],
         )
     except Exception:  # the boundary of an optional part: log it, answer without memory
@@ -376,27 +279,6 @@ async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[
         return replace(started, plan=plan), []
     embed_ms = result.timings.get("embed_ms", 0.0)
     return replace(started, plan=plan, embed_ms=embed_ms), [i.to_json() for i in result.items]
-
-
-async def recall_into(
-    deps: StepDeps, chat: Chat, window: Window, plan: PromptPlan, query: str, *,
-    new_message: str | None, also_shown: list[uuid.UUID] | None = None,
-) -> tuple[PromptPlan, RecallResultLike | None]:
-    """The plan with its memory fence filled by recall for `query`. The window's rows (what the
-    prompt shows, or could) are never recalled, nor what a "start over" put behind."""
-    if deps.recall is None or not query.strip():
-        return plan, None
-    shown = [m.id for m in window.head] + [m.id for m in window.tail]
-    hidden = hidden_before(window.summary)
-    result = await deps.recall.recall(
-        chat.tenant_id, chat.user_id, query, exclude=[*shown, *(also_shown or [])],
-        hide=(chat.id, hidden) if hidden else None,
-    )
-    if not result.items:
-        return plan, result
-    plan = assemble(window, new_message, plan.budget, deps.counter,
-                    recalled=[render(item) for item in result.items])
-    return plan, result
 
 
 async def _compact(
@@ -442,7 +324,7 @@ def _timings(started: Started, model_started: float, model_ended: float) -> dict
 
 
 async def _persist(
-    deps: StepDeps, started: Started, answer: _Answer, timings: dict[str, float]
+    deps: StepDeps, started: Started, answer: Answer, timings: dict[str, float]
 ) -> bool:
     """Write the outcome; shielded so a cancelled request still leaves a consistent chat."""
     content, reasoning = answer.partial()
@@ -463,26 +345,3 @@ async def _persist(
         log.warning("step %s was taken over by another worker; its answer was not saved",
                     started.begun.step_id)
     return written
-
-
-async def _until_aborted(stream: AsyncIterator[Any], abort: AbortSignal) -> AsyncIterator[Any]:
-    """Iterate a stream until it ends or the abort signal fires; closes the stream on abort."""
-    iterator = aiter(stream)
-    waiter = asyncio.ensure_future(abort.event.wait())
-    try:
-        while not abort.event.is_set():
-            nxt = asyncio.ensure_future(anext(iterator))
-            done, _ = await asyncio.wait({nxt, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if nxt not in done:
-                nxt.cancel()
-                await asyncio.gather(nxt, return_exceptions=True)
-                return
-            try:
-                yield nxt.result()
-            except StopAsyncIteration:
-                return
-    finally:
-        waiter.cancel()
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            await aclose()

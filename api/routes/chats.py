@@ -17,7 +17,8 @@ from chat.types import Chat, ModelSettings, Window
 from llm.errors import LLMError
 from orchestrator.compaction import CompactionState, decide
 from orchestrator.context import PromptPlan, assemble
-from orchestrator.step import budget_for, recall_into, reset_chat
+from orchestrator.fence import recall_into
+from orchestrator.step import budget_for, reset_chat
 
 router = APIRouter(prefix="/v1/chats", tags=["chats"])
 
@@ -117,7 +118,8 @@ async def context(
     query = message if message is not None else _last_user_text(window)
     recall: dict[str, Any] = {"query": query, "enabled": deps.recall is not None}
     try:
-        plan, result = await recall_into(deps, chat, window, plan, query, new_message=message)
+        plan, result = await recall_into(deps.recall, deps.counter, chat, window, plan, query,
+                                         new_message=message)
     except LLMError as exc:
         recall["error"] = f"{exc.code}: {exc}"
         result = None

@@ -1,0 +1,153 @@
+"""The brain's answer within a step: streamed, scrubbed, continued after memory tool calls.
+
+Ports only: the model and the FactStore come in as arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from chat.ports import BegunStep
+from chat.types import Chat
+from llm.ports import ChatModel
+from llm.types import (
+    CompletionRequest,
+    ContentDelta,
+    Finish,
+    PromptMessage,
+    ReasoningDelta,
+    ToolCalls,
+)
+from memory.ports import FactStore
+from orchestrator.context import PromptPlan
+from orchestrator.events import (
+    MessageChunk,
+    RuntimeAction,
+    StepEvent,
+    ThinkingChunk,
+)
+from orchestrator.scrub import FenceScrubber
+from orchestrator.tools import MEMORY_TOOLS, execute
+
+
+@dataclass(frozen=True)
+class Rounds:
+    tools: bool  # offer remember/forget
+    max_rounds: int  # model calls that may end in tool calls
+
+
+@dataclass
+class AbortSignal:
+    """Set by a client disconnect, a local abort, or the abort flag seen in Postgres."""
+
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    reason: str = ""
+
+    def set(self, reason: str) -> None:
+        if not self.event.is_set():
+            self.reason = reason
+            self.event.set()
+
+
+@dataclass
+class Answer:
+    """What the brain said in a step, as it streams; persisted at the end."""
+
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    finished: bool = False  # the model sent its finish
+    status: str = "complete"
+    error: tuple[str, str] | None = None  # (code, text)
+    actions: list[RuntimeAction] = field(default_factory=list)
+
+    def add_usage(self, usage: dict[str, Any]) -> None:
+        """Usage summed over the model calls of a step (tool rounds make several)."""
+        if not usage:
+            return
+        merged = dict(self.usage or {})
+        for key, value in usage.items():
+            if isinstance(value, int | float) and isinstance(merged.get(key), int | float):
+                merged[key] = merged[key] + value
+            else:
+                merged[key] = value
+        self.usage = merged
+
+    def partial(self) -> tuple[str, str]:
+        return "".join(self.content), "".join(self.reasoning)
+
+
+async def stream_answer(
+    brain: ChatModel, facts: FactStore | None, rounds: Rounds, chat: Chat, plan: PromptPlan,
+    begun: BegunStep, abort: AbortSignal, answer: Answer,
+) -> AsyncIterator[StepEvent]:
+    """The brain's answer, continued after each round of memory tool calls it makes."""
+    message_id = begun.assistant_message_id
+    tools = MEMORY_TOOLS if facts is not None and rounds.tools else None
+    messages = list(plan.messages)
+    # The model may echo a fence: it never reaches the answer, nor the reasoning shown.
+    scrubber, thoughts = FenceScrubber(), FenceScrubber()
+    for round_ in range(rounds.max_rounds + 1):
+        request = CompletionRequest(
+            messages=messages, model=chat.settings.model, max_tokens=plan.budget.answer_reserve,
+            temperature=chat.settings.temperature,
+            tools=tools if round_ < rounds.max_rounds else None,
+        )
+        calls, said = None, []
+        async for delta in until_aborted(brain.stream(request), abort):
+            if isinstance(delta, ContentDelta):
+                if text := scrubber.feed(delta.text):
+                    said.append(text)
+                    answer.content.append(text)
+                    yield MessageChunk(message_id, text)
+            elif isinstance(delta, ReasoningDelta):
+                if text := thoughts.feed(delta.text):
+                    answer.reasoning.append(text)
+                    yield ThinkingChunk(message_id, text)
+            elif isinstance(delta, ToolCalls):
+                calls = delta.calls
+            elif isinstance(delta, Finish):
+                answer.add_usage(delta.usage)
+                answer.finished = not calls
+        if not calls or abort.event.is_set() or facts is None or request.tools is None:
+            break  # (a call to a tool that was not offered is not run)
+        messages.append(PromptMessage("assistant", "".join(said),
+                                      tool_calls=[c.to_openai() for c in calls]))
+        sources = [begun.user_message.id, message_id]
+        for call in calls:
+            result = await execute(call, facts, chat, sources)
+            answer.actions.append(result.action)
+            yield result.action
+            messages.append(PromptMessage("tool", result.content, tool_call_id=call.id))
+    if tail := thoughts.flush():
+        answer.reasoning.append(tail)
+        yield ThinkingChunk(message_id, tail)
+    if tail := scrubber.flush():
+        answer.content.append(tail)
+        yield MessageChunk(message_id, tail)
+
+
+async def until_aborted(stream: AsyncIterator[Any], abort: AbortSignal) -> AsyncIterator[Any]:
+    """Iterate a stream until it ends or the abort signal fires; closes the stream on abort."""
+    iterator = aiter(stream)
+    waiter = asyncio.ensure_future(abort.event.wait())
+    try:
+        while not abort.event.is_set():
+            nxt = asyncio.ensure_future(anext(iterator))
+            done, _ = await asyncio.wait({nxt, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if nxt not in done:
+                nxt.cancel()
+                await asyncio.gather(nxt, return_exceptions=True)
+                return
+            try:
+                yield nxt.result()
+            except StopAsyncIteration:
+                return
+    finally:
+        waiter.cancel()
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()

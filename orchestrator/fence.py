@@ -1,0 +1,49 @@
+"""Recall into the prompt: the memory fence of a step. Ports only."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+from chat.types import Chat, Window
+from llm.ports import TokenCounter
+from memory.ports import Recaller
+from memory.recall import RecallResult, render
+from orchestrator.compaction import hidden_before
+from orchestrator.context import MEMORY_PREAMBLE, MEMORY_TAG, PromptPlan, assemble
+
+# The fence's own tags, preamble and message framing, around the items.
+FENCE_FRAME_TOKENS = 40 + len(MEMORY_TAG) + len(MEMORY_PREAMBLE) // 3
+
+
+async def recall_into(
+    recall: Recaller | None, counter: TokenCounter, chat: Chat, window: Window,
+    plan: PromptPlan, query: str, *, new_message: str | None,
+    also_shown: list[uuid.UUID] | None = None,
+) -> tuple[PromptPlan, RecallResult | None]:
+    """The plan with its memory fence filled by recall for `query`. The window's rows (what the
+    prompt shows, or could) are never recalled, nor what a "start over" put behind."""
+    # The fence takes what the budget has left once everything but the older history is in:
+    # recalled items outrank rows the pre-pass already shortened, never the tail.
+    room = plan.budget.total - sum(
+        s.tokens for s in plan.sections if s.name not in ("history", "memory")
+    ) - FENCE_FRAME_TOKENS
+    if recall is None or not query.strip() or room <= 0:
+        return plan, None
+    shown = [m.id for m in window.head] + [m.id for m in window.tail]
+    hidden = hidden_before(window.summary)
+    result = await recall.recall(
+        chat.tenant_id, chat.user_id, query, exclude=[*shown, *(also_shown or [])],
+        hide=(chat.id, hidden) if hidden else None, budget_tokens=room,
+    )
+    items = list(result.items)
+    fitted = plan
+    while items:
+        fitted = assemble(window, new_message, plan.budget, counter,
+                          recalled=[render(item) for item in items])
+        if fitted.total_tokens <= plan.budget.total or len(items) == 0:
+            break
+        items.pop()  # the dates and sources of the lines cost too: drop the weakest item
+    if not items:
+        return plan, replace(result, items=[])
+    return fitted, replace(result, items=items)
