@@ -4,7 +4,8 @@ Resumable by construction: messages to re-embed wait in `recall_queue` (in Postg
 are picked by the embedder named on their row, so a run that stops half-way is continued by the
 next one. Serving workers keep answering meanwhile; their indexers help drain the queue. When the
 new model has another dimension, the vector columns are resized first, through the Alembic
-operations of migrations/embedding_dim.py.
+operations of migrations/embedding_dim.py. Messages the embedder keeps rejecting are parked
+(memory/indexer.py): the run ends without them, reports them, and the next run retries them.
 """
 
 from __future__ import annotations
@@ -29,21 +30,26 @@ from memory.indexer import Indexer, IndexerConfig
 from migrations.embedding_dim import current_dim, resize
 
 # Messages whose vector is another model's, or that never got one (written before indexing
-# existed): into the queue. Idempotent, so a resumed run adds nothing twice.
+# existed): into the queue, as backfill (priority 1, after live messages). Idempotent, so a
+# resumed run adds nothing twice.
 _ENQUEUE = text("""
 WITH stale AS (
-    INSERT INTO recall_queue (message_id)
-    SELECT message_id FROM message_embeddings WHERE embedder <> :name
+    INSERT INTO recall_queue (message_id, priority)
+    SELECT message_id, 1 FROM message_embeddings WHERE embedder <> :name
     ON CONFLICT DO NOTHING
 )
-INSERT INTO recall_queue (message_id)
-SELECT m.id FROM messages m
+INSERT INTO recall_queue (message_id, priority)
+SELECT m.id, 1 FROM messages m
 WHERE m.kind IN ('user', 'assistant') AND m.content <> '' AND m.status <> 'failed'
   AND m.status <> 'streaming'
   AND NOT EXISTS (SELECT 1 FROM message_embeddings e WHERE e.message_id = m.id)
 ON CONFLICT DO NOTHING""")
 
-_PENDING = text("SELECT count(*) FROM recall_queue")
+# Parked messages get their attempts back: the embedder may have been fixed or changed since.
+# Those it still rejects are parked again, and the run reports them.
+_RETRY_PARKED = text("""
+UPDATE recall_queue SET parked_at = NULL, attempts = 0 WHERE parked_at IS NOT NULL""")
+
 _STALE_FACTS = text("""
 SELECT id, text FROM memories WHERE embedder IS DISTINCT FROM :name ORDER BY id LIMIT :n""")
 _FACT_COUNT = text("SELECT count(*) FROM memories WHERE embedder IS DISTINCT FROM :name")
@@ -101,9 +107,9 @@ async def reindex(settings: Settings, url: str, out: TextIO = sys.stderr) -> dic
             if embedder.dim != stored:
                 out.write(f"resizing vectors from {stored} to {embedder.dim} dimensions\n")
                 await conn.run_sync(_resize, embedder.dim)
+        messages, parked = await _messages(db, embedder, name, settings, out)
         return {
-            "embedder": name, "dim": embedder.dim,
-            "messages": await _messages(db, embedder, name, settings, out),
+            "embedder": name, "dim": embedder.dim, "messages": messages, "parked": parked,
             "facts": await _facts(db, embedder, name, settings.indexer_batch_size, out),
         }
     finally:
@@ -113,25 +119,31 @@ async def reindex(settings: Settings, url: str, out: TextIO = sys.stderr) -> dic
 
 async def _messages(
     db: AsyncEngine, embedder: Any, name: str, settings: Settings, out: TextIO
-) -> int:
+) -> tuple[int, int]:
+    """(messages indexed, messages parked: the embedder rejected them alone, again and again)."""
     auto = db.execution_options(isolation_level="AUTOCOMMIT")
     async with auto.connect() as conn:
         await fetch(conn, _ENQUEUE, {"name": name})
-        total = int((await fetch(conn, _PENDING, {}))[0][0])
+        await fetch(conn, _RETRY_PARKED, {})
     indexer = Indexer(db, embedder, name, IndexerConfig(
         batch_size=settings.indexer_batch_size, claim_seconds=settings.indexer_claim_seconds))
-    progress = Progress("messages", total, out)
+    progress = Progress("messages", await indexer.pending(), out)
     while True:
-        if n := await indexer.drain_once():
-            progress.advance(n)
+        batch = await indexer.drain()
+        if batch.claimed:
+            progress.advance(batch.indexed)
             continue
-        if not await indexer.pending():
+        if not await indexer.pending():  # parked messages are not pending: they end the run
             break
         # What is left is claimed: by a serving worker (done in a moment), or by a run that
         # was killed (its claim expires after JIN_INDEXER_CLAIM_SECONDS).
         await asyncio.sleep(0.5)
     progress.close()
-    return progress.done
+    parked = await indexer.parked()
+    if parked:
+        out.write(f"parked: {parked} messages that the embedder rejects (recall_queue.last_error "
+                  "says why); the next run tries them again\n")
+    return progress.done, parked
 
 
 async def _facts(db: AsyncEngine, embedder: Any, name: str, batch: int, out: TextIO) -> int:

@@ -168,12 +168,16 @@ def embed_text(text: str, dim: int) -> list[float]:
 class FakeOpenAIServer:
     def __init__(
         self, *, strict: bool = False, echo_chunks: int = 1, echo_chunk_delay: float = 0.0,
-        embed_dim: int = 384,
+        embed_dim: int = 384, embed_delay: float = 0.0, embed_reject: str | None = None,
     ) -> None:
         self.strict = strict
         self.echo_chunks = echo_chunks
         self.echo_chunk_delay = echo_chunk_delay
         self.embed_dim = embed_dim
+        self.embed_delay = embed_delay  # seconds before each `/embeddings` answer
+        # An input containing this text makes `/embeddings` answer 400, as a server does for an
+        # input it cannot take (too long, invalid): the whole batch fails, for that one input.
+        self.embed_reject = embed_reject
         self.script: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         self.unexpected: list[dict[str, Any]] = []
@@ -197,6 +201,7 @@ class FakeOpenAIServer:
         self.unexpected.clear()
         self.strict = strict
         self.embed_status = 200
+        self.embed_reject = None
         self.embed_calls = 0
 
     def push(self, *replies: Reply) -> None:
@@ -281,11 +286,19 @@ class FakeOpenAIServer:
     async def _embeddings(self, request: Request) -> Response:
         body = await request.json()
         self.embed_calls += 1
+        if self.embed_delay:
+            await asyncio.sleep(self.embed_delay)
         if self.embed_status >= 400:
             return JSONResponse({"error": {"message": "scripted failure"}},
                                 status_code=self.embed_status)
         inputs = body.get("input", [])
         inputs = [inputs] if isinstance(inputs, str) else inputs
+        if self.embed_reject is not None:
+            for i, t in enumerate(inputs):
+                if self.embed_reject in t:
+                    return JSONResponse({"error": {
+                        "message": f"input {i} was rejected", "type": "invalid_request_error",
+                    }}, status_code=400)
         data = [
             {"object": "embedding", "index": i, "embedding": embed_text(t, self.embed_dim)}
             for i, t in enumerate(inputs)

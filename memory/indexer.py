@@ -2,8 +2,16 @@
 
 A step enqueues its messages in the statements that write them, so nothing is missed even if the
 worker dies. Any worker's indexer claims a batch for a while (`claimed_until`, so a batch that a
-dead worker claimed goes back to the queue), embeds it with one model call outside any
-transaction, then writes the vectors and full text and dequeues, in one statement.
+dead worker claimed goes back to the queue), live messages before backfill (`priority`), embeds
+it with one model call outside any transaction, then writes the vectors and full text and
+dequeues, in one transaction.
+
+A message the embedder rejects (an HTTP 4xx about the input, an answer that is not vectors) must
+not stop the queue: when a batch is rejected, its messages are embedded one by one; one that is
+rejected alone counts an attempt against itself, is embedded alone from then on, and after
+`max_attempts` is parked: no claim takes it again, `/v1/status` counts it, `jin reindex`
+retries it. A provider that is down or slow blames no message: the batch goes back and the
+worker backs off.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.tables import fetch
-from llm.errors import LLMError
+from llm.errors import LLMError, MalformedStream, ProviderHTTPError
 from llm.ports import Embedder
 
 log = logging.getLogger("jin.indexer")
@@ -29,41 +37,67 @@ log = logging.getLogger("jin.indexer")
 _CLAIM = text("""
 WITH c AS (
     SELECT q.message_id FROM recall_queue q
-    WHERE (q.claimed_until IS NULL OR q.claimed_until < now())
+    WHERE q.parked_at IS NULL
+      AND (q.claimed_until IS NULL OR q.claimed_until < now())
       AND (CAST(:chat AS uuid) IS NULL
            OR q.message_id IN (SELECT id FROM messages WHERE chat_id = :chat))
-    ORDER BY q.enqueued_at LIMIT :n
+    ORDER BY q.priority, q.enqueued_at LIMIT :n
     FOR UPDATE OF q SKIP LOCKED
 )
 UPDATE recall_queue q SET claimed_until = now() + make_interval(secs => :ttl)
-FROM c JOIN messages m ON m.id = c.message_id JOIN chats ch ON ch.id = m.chat_id
+FROM c JOIN messages m ON m.id = c.message_id
 WHERE q.message_id = c.message_id
-RETURNING m.id, m.content, m.kind, m.chat_id, m.created_at, ch.tenant_id, ch.user_id""")
+RETURNING m.id, m.content, q.attempts""")
 
-# Rows of the batch that were deleted meanwhile are skipped by the join.
+# Vectors first, then the dequeue, in one transaction: the insert's foreign key check locks the
+# messages rows (KEY SHARE) before the queue rows, the order in which deleting a chat locks them
+# (messages, then the cascade to recall_queue). Rows deleted meanwhile are skipped by the join.
 _WRITE = text("""
-WITH batch AS (
-    SELECT * FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, embedding)
-), written AS (
-    INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embedding,
-                                    content_tsv, embedder, kind, created_at)
-    SELECT m.id, m.chat_id, ch.tenant_id, ch.user_id, b.embedding,
-           to_tsvector('jin_search', m.content), :embedder, m.kind, m.created_at
-    FROM batch b JOIN messages m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id
-    ON CONFLICT (message_id) DO UPDATE
-        SET embedding = EXCLUDED.embedding, content_tsv = EXCLUDED.content_tsv,
-            embedder = EXCLUDED.embedder
-    RETURNING message_id
-)
-DELETE FROM recall_queue WHERE message_id IN (SELECT id FROM batch)""")
+INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embedding,
+                                content_tsv, embedder, created_at)
+SELECT m.id, m.chat_id, ch.tenant_id, ch.user_id, b.embedding,
+       to_tsvector('jin_search', m.content), :embedder, m.created_at
+FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, embedding)
+JOIN messages m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id
+ON CONFLICT (message_id) DO UPDATE
+    SET embedding = EXCLUDED.embedding, content_tsv = EXCLUDED.content_tsv,
+        embedder = EXCLUDED.embedder""")
+
+_DEQUEUE = text("DELETE FROM recall_queue WHERE message_id = ANY(:ids)")
 
 # A claimed batch whose embedding failed goes back at once; the back-off is the indexer's.
 _UNCLAIM = text("UPDATE recall_queue SET claimed_until = NULL WHERE message_id = ANY(:ids)")
 
-_PENDING = text("SELECT count(*) FROM recall_queue")
+# A message rejected alone: one attempt more, back in the queue or parked.
+_BLAME = text("""
+UPDATE recall_queue SET attempts = attempts + 1, last_error = :error, claimed_until = NULL,
+    parked_at = CASE WHEN attempts + 1 >= :max_attempts THEN now() END
+WHERE message_id = :id
+RETURNING attempts, parked_at IS NOT NULL AS parked""")
+
+_PENDING = text("SELECT count(*) FROM recall_queue WHERE parked_at IS NULL")
+_PARKED = text("SELECT count(*) FROM recall_queue WHERE parked_at IS NOT NULL")
+_CHAT_QUEUE = text("""
+SELECT count(*) FILTER (WHERE q.parked_at IS NULL) AS waiting,
+       count(*) FILTER (WHERE q.parked_at IS NOT NULL) AS parked
+FROM recall_queue q JOIN messages m ON m.id = q.message_id
+WHERE m.chat_id = :chat""")
 
 # Text embedded per message: enough to place it, within what the small models read anyway.
 MAX_CHARS = 2000
+
+# 4xx answers that are about the request as a whole, not about one of its inputs: auth, a
+# missing model, rate limits. They are treated as the provider failing.
+_NOT_ABOUT_THE_INPUT = frozenset({401, 403, 404, 408, 429})
+
+
+def _rejects_input(exc: LLMError) -> bool:
+    """Whether the embedder refused what it was given (blame the input) rather than failed
+    (timeouts, unreachable, 5xx, auth, rate limits: blame nobody, back off)."""
+    if isinstance(exc, MalformedStream):
+        return True
+    return (isinstance(exc, ProviderHTTPError) and 400 <= exc.status < 500
+            and exc.status not in _NOT_ABOUT_THE_INPUT)
 
 
 @dataclass(frozen=True)
@@ -72,6 +106,17 @@ class IndexerConfig:
     claim_seconds: float = 60.0
     idle_seconds: float = 0.5  # how long an idle indexer sleeps when nobody wakes it
     max_backoff: float = 30.0
+    max_attempts: int = 3  # rejections of a message alone before it is parked
+    poll_seconds: float = 0.1  # how often index_chat looks at rows other workers hold
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What one claim came to: rows taken from the queue, indexed, and parked by this drain."""
+
+    claimed: int
+    indexed: int
+    parked: int = 0
 
 
 class Indexer:
@@ -92,48 +137,115 @@ class Indexer:
         self._wake.set()
 
     async def pending(self) -> int:
+        """Messages waiting to be indexed (claimed or not); parked ones are not counted."""
         async with self._db.connect() as conn:
             return int((await fetch(conn, _PENDING, {}))[0][0])
 
+    async def parked(self) -> int:
+        """Messages the embedder rejected `max_attempts` times: no worker retries them."""
+        async with self._db.connect() as conn:
+            return int((await fetch(conn, _PARKED, {}))[0][0])
+
     async def drain_once(self, chat_id: uuid.UUID | None = None) -> int:
         """Index one batch (of one chat, or any); returns how many messages it indexed."""
+        return (await self.drain(chat_id)).indexed
+
+    async def drain(self, chat_id: uuid.UUID | None = None) -> Drained:
+        """Claim one batch (of one chat, or any) and index it. Raises LLMError when the embedder
+        failed without blaming an input; the batch is back in the queue then."""
         async with self._db.connect() as conn:
             rows = await fetch(conn, _CLAIM, {
                 "chat": chat_id, "n": self.config.batch_size, "ttl": self.config.claim_seconds,
             })
         if not rows:
-            return 0
-        ids = [row["id"] for row in rows]
+            return Drained(0, 0)
         try:
-            vectors = await self._embedder.embed([row["content"][:MAX_CHARS] for row in rows])
-            async with self._db.connect() as conn:
+            return await self._index(rows)
+        except BaseException:  # failed or cancelled: what is left of the batch goes back now
+            await asyncio.shield(self._unclaim([row["id"] for row in rows]))
+            raise
+
+    async def _index(self, rows: list[Any]) -> Drained:
+        fresh = {row["id"]: row["content"][:MAX_CHARS] for row in rows if not row["attempts"]}
+        # Rejected before: alone, so a poisoned message costs one failed call, not its batch's.
+        alone = {row["id"]: row["content"][:MAX_CHARS] for row in rows if row["attempts"]}
+        indexed = parked = 0
+        if fresh:
+            try:
+                vectors = await self._embedder.embed(list(fresh.values()))
+            except LLMError as exc:
+                if not _rejects_input(exc):
+                    raise
+                alone = fresh | alone  # which input was it? each is tried alone
+            else:
+                await self._write(list(fresh), vectors)
+                indexed += len(fresh)
+        for message_id, content in alone.items():
+            try:
+                vectors = await self._embedder.embed([content])
+            except LLMError as exc:
+                if not _rejects_input(exc):
+                    raise
+                parked += await self._blame(message_id, exc)
+                continue
+            await self._write([message_id], vectors)
+            indexed += 1
+        return Drained(len(rows), indexed, parked)
+
+    async def _write(self, ids: list[uuid.UUID], vectors: list[list[float]]) -> None:
+        async with self._db.connect() as conn:
+            raw = (await conn.get_raw_connection()).driver_connection
+            assert raw is not None
+            async with raw.transaction():  # both statements, or neither
                 await fetch(conn, _WRITE, {
                     "ids": ids, "embedder": self.embedder_name,
                     "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
                 })
-        except BaseException:  # failed or cancelled: the batch goes back to the queue now
-            await asyncio.shield(self._unclaim(ids))
-            raise
-        return len(rows)
+                await fetch(conn, _DEQUEUE, {"ids": ids})
+
+    async def _blame(self, message_id: uuid.UUID, exc: LLMError) -> bool:
+        """Count a rejection against the message; True when this one parked it."""
+        async with self._db.connect() as conn:
+            rows = await fetch(conn, _BLAME, {
+                "id": message_id, "error": f"{exc.code}: {exc}"[:1000],
+                "max_attempts": self.config.max_attempts,
+            })
+        if not rows:  # deleted meanwhile
+            return False
+        attempts, parked = rows[0]["attempts"], rows[0]["parked"]
+        log.warning("the embedder rejected message %s (attempt %d of %d%s): %s", message_id,
+                    attempts, self.config.max_attempts, ", parked" if parked else "", exc)
+        return bool(parked)
 
     async def _unclaim(self, ids: list[uuid.UUID]) -> None:
         async with self._db.connect() as conn:
             await fetch(conn, _UNCLAIM, {"ids": ids})
 
-    async def index_chat(self, chat_id: uuid.UUID) -> int:
+    async def index_chat(self, chat_id: uuid.UUID, wait_seconds: float = 5.0) -> bool:
         """Index everything a chat has waiting, now (compaction does this before a span leaves
-        the window, so the span stays reachable by recall)."""
-        total = 0
-        while n := await self.drain_once(chat_id):
-            total += n
-        return total
+        the window, so the span stays reachable by recall). Rows that other workers hold are
+        waited for, up to `wait_seconds` (their claim may outlive a dead worker by a minute).
+        True when nothing of the chat is left unindexed; False when something still is, after
+        the wait, or when some of its messages are parked."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_seconds
+        while True:
+            if (await self.drain(chat_id)).claimed:
+                continue
+            async with self._db.connect() as conn:
+                [queue] = await fetch(conn, _CHAT_QUEUE, {"chat": chat_id})
+            if not queue["waiting"]:
+                return not queue["parked"]
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(min(self.config.poll_seconds, deadline - loop.time()))
 
     async def run(self, on_progress: Callable[[int], Any] | None = None) -> None:
         """Drain forever; woken by `wake()`, else every idle tick. Provider failures back off."""
         backoff = 0.0
         while True:
             try:
-                n = await self.drain_once()
+                batch = await self.drain()
                 backoff = 0.0
             except LLMError as exc:
                 backoff = min(max(backoff * 2, 1.0), self.config.max_backoff)
@@ -144,9 +256,9 @@ class Indexer:
                 log.exception("indexing failed")
                 await asyncio.sleep(self.config.idle_seconds)
                 continue
-            if n and on_progress is not None:
-                on_progress(n)
-            if n < self.config.batch_size:
+            if batch.indexed and on_progress is not None:
+                on_progress(batch.indexed)
+            if batch.claimed < self.config.batch_size:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), self.config.idle_seconds)

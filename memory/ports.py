@@ -91,6 +91,8 @@ class IndexQueue(Protocol):
         """Messages were just enqueued."""
         ...
 
-    async def index_chat(self, chat_id: uuid.UUID) -> int:
-        """Index every message of the chat still waiting; returns how many."""
+    async def index_chat(self, chat_id: uuid.UUID) -> bool:
+        """Index every message of the chat still waiting (waiting a little for other workers'
+        claims on them). True when none is left unindexed; False if some still wait, or were
+        parked because the embedder rejects them."""
         ...

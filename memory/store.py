@@ -2,9 +2,10 @@
 
 A fact that already exists for the user, by normalised text or by meaning (cosine similarity of at
 least `duplicate_cosine`, with the same numbers and names: memory/facts.py `key_terms`), is never
-added twice: the same text is touched and gains its new sources; a close paraphrase supersedes it (the old row gets `valid_to` and `superseded_by`, the new
-one inherits its sources). Writes of one user are serialised by a transaction-level advisory lock,
-so two workers cannot both add the same fact.
+added twice: the same text is touched and gains its new sources; a close paraphrase supersedes
+it (the old row gets `valid_to` and `superseded_by`, the new one inherits its sources). Writes of
+one user are serialised by a transaction-level advisory lock, so two workers cannot both add the
+same fact.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from memory.ports import Fact, FactWrite
 
 _LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:t || chr(31) || :u, 0))")
 
+# The hash finds the row through `memories_current` (unique on md5(normalized): migration 0003);
+# the text itself rules out a collision.
 _SAME_TEXT = text("""
 SELECT id, text, 1.0::float8 AS similarity FROM memories
-WHERE tenant_id = :t AND user_id = :u AND normalized = :norm AND valid_to IS NULL""")
+WHERE tenant_id = :t AND user_id = :u AND valid_to IS NULL
+  AND md5(normalized) = md5(CAST(:norm AS text)) AND normalized = :norm""")
 
 _NEAREST = text("""
 SELECT id, text, 1 - (embedding <=> :v) AS similarity FROM memories
@@ -67,7 +71,9 @@ _FACT_COLUMNS = (
 _FORGET = text(f"""
 UPDATE memories SET valid_to = now(), updated_at = now()
 WHERE tenant_id = :t AND user_id = :u AND valid_to IS NULL
-  AND (id = CAST(:id AS uuid) OR (CAST(:norm AS text) IS NOT NULL AND normalized = :norm))
+  AND (id = CAST(:id AS uuid) OR (CAST(:norm AS text) IS NOT NULL
+                                  AND md5(normalized) = md5(CAST(:norm AS text))
+                                  AND normalized = :norm))
 RETURNING {_FACT_COLUMNS}""")
 
 _LIST = text(f"""

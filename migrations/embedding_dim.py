@@ -41,9 +41,9 @@ def resize(op: Any, dim: int) -> None:
     queued again for indexing and every fact loses its vector until reindexed."""
     for index, _ in _HNSW:
         op.execute(f"DROP INDEX IF EXISTS {index}")
-    op.execute(
-        "INSERT INTO recall_queue (message_id) SELECT message_id FROM message_embeddings "
-        "ON CONFLICT DO NOTHING"
+    op.execute(  # as backfill (priority 1): live messages keep being indexed first
+        "INSERT INTO recall_queue (message_id, priority) "
+        "SELECT message_id, 1 FROM message_embeddings ON CONFLICT DO NOTHING"
     )
     op.execute("DELETE FROM message_embeddings")
     op.execute("UPDATE memories SET embedding = NULL, embedder = NULL")

@@ -141,11 +141,10 @@ class Compactor:
         if self.indexer is None:
             return False
         try:
-            await self.indexer.index_chat(chat.id)
+            return await self.indexer.index_chat(chat.id)
         except LLMError as exc:
             log.warning("could not index the span before compacting (%s); it stays queued", exc)
             return False
-        return True
 
     def _summary_cost(self, text: str) -> int:
         if not text.strip():

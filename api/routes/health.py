@@ -64,6 +64,8 @@ async def status(runtime: RuntimeDep) -> dict[str, Any]:
     }
     if isinstance(deps.indexer, Indexer):
         memory["index_queue"] = await deps.indexer.pending()  # messages not yet embedded
+        # Messages the embedder rejected again and again: not retried until `jin reindex`.
+        memory["index_parked"] = await deps.indexer.parked()
     return {
         "version": "0.1.0",
         "roles": roles,

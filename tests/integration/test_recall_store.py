@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import io
+import random
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_memory_engine
+from api.database import create_engine, create_memory_engine, downgrade, migrate
 from api.reindex import reindex
 from api.settings import Settings
 from chat.ports import ImportedMessage, NewChat
@@ -76,7 +77,8 @@ async def test_imported_messages_are_indexed_in_batches_and_recalled_per_user(
     await _chat_with(engine, "ben", ["Ben's daughter has a school play on Friday too"])
     indexer = Indexer(memory_db, minilm, minilm.name, IndexerConfig(batch_size=4))
     assert await indexer.drain_once() == 4  # a batch at a time
-    assert await indexer.index_chat(uuid.uuid4()) == 0  # another chat's queue: nothing
+    assert await indexer.index_chat(uuid.uuid4())  # a chat with nothing queued
+    assert await indexer.pending() == 3  # it took nothing of the others'
     while await indexer.drain_once():
         pass
     assert await _count(engine, "SELECT count(*) FROM recall_queue") == 0
@@ -109,6 +111,7 @@ async def test_reindex_moves_to_a_model_of_another_size_and_resumes_where_it_sto
     await facts.remember("t", "ana", ["Ana prefers window seats"], [])
 
     server, url = small_embedder
+    server.embed_delay = 0.3  # the cancel below lands while the second batch is embedded
     settings = Settings(database_url=database_url, embedder_url=url, embedder_model="tiny-16",
                         embedding_dim=16, indexer_batch_size=3, indexer_claim_seconds=0.5)
     first = asyncio.create_task(reindex(settings, database_url, out=io.StringIO()))
@@ -125,6 +128,7 @@ async def test_reindex_moves_to_a_model_of_another_size_and_resumes_where_it_sto
     out = io.StringIO()
     done = await reindex(settings, database_url, out=out)
     assert done["messages"] == left and done["dim"] == 16  # only what was left
+    assert done["parked"] == 0
     assert await _count(engine, "SELECT count(*) FROM recall_queue") == 0
     assert await _count(engine, "SELECT count(*) FROM message_embeddings "
                                "WHERE embedder = 'tiny-16' AND vector_dims(embedding) = 16") == 12
@@ -132,3 +136,81 @@ async def test_reindex_moves_to_a_model_of_another_size_and_resumes_where_it_sto
     assert f"messages: {left}/{left} (100%)" in out.getvalue()
     again = await reindex(settings, database_url, out=io.StringIO())
     assert again["messages"] == 0 and again["facts"] == 0
+
+
+@pytest.fixture
+async def empty_url(engine: AsyncEngine, database_url: str) -> AsyncIterator[str]:
+    """A database with no schema at all, on the test's server."""
+    name = f"jin_upgrade_{uuid.uuid4().hex[:12]}"
+    admin = engine.execution_options(isolation_level="AUTOCOMMIT")
+    async with admin.connect() as conn:
+        await conn.execute(text(f"CREATE DATABASE {name}"))
+    yield make_url(database_url).set(database=name).render_as_string(hide_password=False)
+    async with admin.connect() as conn:
+        await conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+_AT_0002 = """
+INSERT INTO chats (id, tenant_id, user_id) VALUES (:chat, 't', 'ana');
+INSERT INTO messages (id, chat_id, position, kind, content, status) VALUES
+    (:asked, :chat, 1, 'user', 'Where did I park?', 'complete'),
+    (:answered, :chat, 2, 'assistant', 'On level 3.', 'complete'),
+    (:cut, :chat, 3, 'assistant', 'On lev', 'interrupted'),
+    (:failed, :chat, 4, 'assistant', '', 'failed'),
+    (:empty, :chat, 5, 'user', '', 'complete'),
+    (:tool, :chat, 6, 'tool', '{"level": 3}', 'complete'),
+    (:summary, :chat, 7, 'summary', 'Ana parked on level 3.', 'complete');
+INSERT INTO memories (id, tenant_id, user_id, text, normalized)
+    VALUES (:fact, 't', 'ana', 'Ana parks on level 3.', 'ana parks on level 3');
+"""
+
+
+async def test_upgrading_to_0003_queues_the_history_and_marks_old_facts_as_the_flushs(
+    empty_url: str,
+) -> None:
+    await asyncio.to_thread(migrate, empty_url, "0002")
+    names = ("chat", "asked", "answered", "cut", "failed", "empty", "tool", "summary", "fact")
+    ids = {name: uuid.uuid4() for name in names}
+    db = create_engine(empty_url, pool_size=1)
+    try:
+        async with db.begin() as conn:
+            for statement in _AT_0002.split(";"):
+                if statement.strip():
+                    await conn.execute(text(statement), ids)
+        await asyncio.to_thread(migrate, empty_url)
+        async with db.begin() as conn:
+            queued = set((await conn.execute(text(
+                "SELECT message_id, priority FROM recall_queue"))).all())
+            await conn.execute(text(
+                "INSERT INTO memories (id, tenant_id, user_id, text, normalized) "
+                "VALUES (gen_random_uuid(), 't', 'ana', 'New.', 'new')"))
+            origins = dict((await conn.execute(text("SELECT text, origin FROM memories"))).all())
+            index = (await conn.execute(text(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'memories_current'"
+            ))).scalar_one()
+        # The user's and the assistant's words, interrupted ones too, as backfill.
+        assert queued == {(ids["asked"], 1), (ids["answered"], 1), (ids["cut"], 1)}
+        assert origins == {"Ana parks on level 3.": "flush", "New.": "tool"}
+        assert "md5(normalized)" in index
+
+        await asyncio.to_thread(downgrade, empty_url, "0002")
+        async with db.connect() as conn:
+            index = (await conn.execute(text(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'memories_current'"
+            ))).scalar_one()
+        assert "(tenant_id, user_id, normalized)" in index
+    finally:
+        await db.dispose()
+
+
+async def test_a_long_fact_in_a_non_latin_script_is_written_twice_and_forgotten(
+    memory_db: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    # 2,000 CJK characters are 6,000 bytes: more than a btree entry holds (2,704).
+    rng = random.Random(7)
+    fact = "".join(chr(rng.randrange(0x4E00, 0x9FA5)) for _ in range(2000))
+    facts = PostgresFactStore(memory_db, minilm, minilm.name)
+    [first] = await facts.write("t", "ana", [fact], [], origin="tool")
+    [second] = await facts.write("t", "ana", [fact], [uuid.uuid4()], origin="tool")
+    assert (first.action, second.action) == ("added", "updated") and second.id == first.id
+    assert [f.id for f in await facts.forget("t", "ana", text_=fact)] == [first.id]

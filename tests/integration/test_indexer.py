@@ -1,0 +1,212 @@
+"""The recall queue against real Postgres and a real HTTP embedder: poisoned messages, provider
+failures, live before backfill, and compaction's wait for what other workers hold."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiohttp
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api.database import create_memory_engine
+from api.reindex import reindex
+from api.settings import Settings
+from chat.ports import ImportedMessage, NewChat
+from chat.store import PostgresChatStore
+from chat.types import ModelSettings
+from llm.embeddings import OpenAIEmbedder
+from llm.errors import ProviderHTTPError
+from llm.openai import new_session
+from llm.testing import FakeOpenAIServer
+from llm.types import ProviderConfig
+from memory.indexer import Indexer, IndexerConfig
+
+POISON = "\u2620POISON\u2620"  # the fake embedder answers 400 to a batch holding this
+T0 = datetime(2026, 10, 1, tzinfo=UTC)
+MODEL = "fake-384"  # the test database holds 384-dimensional vectors, the fake's default
+
+
+@pytest.fixture
+async def memory_db(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_memory_engine(database_url, pool_size=2)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def embedder_server() -> Iterator[tuple[FakeOpenAIServer, str]]:
+    server = FakeOpenAIServer(embed_reject=POISON)
+    yield server, server.start()
+    server.stop()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    session = new_session(connect_timeout=5, read_timeout=10)
+    yield session
+    await session.close()
+
+
+def _indexer(db: AsyncEngine, url: str, http: aiohttp.ClientSession, **config: Any) -> Indexer:
+    embedder = OpenAIEmbedder(ProviderConfig(role="embedder", base_url=url, model=MODEL), http,
+                              dim=384)
+    return Indexer(db, embedder, MODEL, IndexerConfig(**config))
+
+
+async def _chat_with(
+    engine: AsyncEngine, tenant: str, user: str, lines: list[str]
+) -> tuple[uuid.UUID, list[uuid.UUID]]:
+    chats = PostgresChatStore(engine)
+    chat = await chats.create_chat(NewChat(tenant, user, "", "", ModelSettings(), "queue"))
+    rows = [ImportedMessage("user" if i % 2 == 0 else "assistant", line, 10,
+                            T0 + timedelta(minutes=i)) for i, line in enumerate(lines)]
+    ids = await chats.import_messages(tenant, chat.id, rows)
+    assert ids is not None
+    return chat.id, ids
+
+
+async def _ids(engine: AsyncEngine, sql: str) -> set[uuid.UUID]:
+    async with engine.connect() as conn:
+        return {row[0] for row in await conn.execute(text(sql))}
+
+
+async def _sql(engine: AsyncEngine, sql: str) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(text(sql))
+
+
+async def test_a_message_the_embedder_rejects_is_parked_and_everything_else_is_indexed(
+    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    chat_a, ana = await _chat_with(engine, "t1", "ana", [
+        "hello there", f"the {POISON} message", "third line", "fourth line", "fifth line"])
+    chat_b, ben = await _chat_with(engine, "t2", "ben", ["ben one", "ben two", "ben three"])
+    indexer = _indexer(memory_db, embedder_server[1], http, batch_size=4, idle_seconds=0.05)
+    worker = asyncio.create_task(indexer.run())  # as a serving worker drains the queue
+    try:
+        for _ in range(500):
+            if not await indexer.pending():
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+
+    assert await indexer.pending() == 0 and await indexer.parked() == 1
+    indexed = await _ids(engine, "SELECT message_id FROM message_embeddings")
+    assert indexed == set(ana + ben) - {ana[1]}  # the other tenant's too
+    async with engine.connect() as conn:
+        [parked] = (await conn.execute(text(
+            "SELECT message_id, attempts, last_error, parked_at FROM recall_queue"))).all()
+    assert parked.message_id == ana[1] and parked.attempts == 3
+    assert "HTTP 400" in parked.last_error and parked.parked_at is not None
+    # A compaction of the chat is told that not all of it is recallable; of the other, it is.
+    assert await indexer.index_chat(chat_a, wait_seconds=0.2) is False
+    assert await indexer.index_chat(chat_b) is True
+
+
+async def test_a_provider_that_fails_blames_no_message(
+    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    server, url = embedder_server
+    _, ids = await _chat_with(engine, "t", "ana", ["one", "two", "three"])
+    indexer = _indexer(memory_db, url, http)
+    for status in (503, 429, 401):  # down, rate-limited, misconfigured: not the messages' fault
+        server.embed_status = status
+        with pytest.raises(ProviderHTTPError):
+            await indexer.drain()
+        async with engine.connect() as conn:
+            rows = (await conn.execute(text(
+                "SELECT attempts, claimed_until, parked_at FROM recall_queue"))).all()
+        assert rows == [(0, None, None)] * 3  # back in the queue at once, nothing counted
+    server.embed_status = 200
+    assert await indexer.drain_once() == 3
+
+
+async def test_reindex_ends_with_parked_messages_reports_them_and_retries_them_next_time(
+    engine: AsyncEngine, database_url: str, embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    server, url = embedder_server
+    _, ids = await _chat_with(engine, "t", "ana", ["one", f"a {POISON} here", "three", "four"])
+    settings = Settings(database_url=database_url, embedder_url=url, embedder_model=MODEL,
+                        embedding_dim=384, indexer_batch_size=2)
+    out = io.StringIO()
+    done = await asyncio.wait_for(reindex(settings, database_url, out=out), 30)
+    assert done["messages"] == 3 and done["parked"] == 1
+    assert "parked: 1 messages" in out.getvalue()
+
+    again = await asyncio.wait_for(reindex(settings, database_url, out=io.StringIO()), 30)
+    assert again["messages"] == 0 and again["parked"] == 1  # tried again, rejected again
+
+    server.embed_reject = None  # the embedder was fixed
+    fixed = await asyncio.wait_for(reindex(settings, database_url, out=io.StringIO()), 30)
+    assert fixed["messages"] == 1 and fixed["parked"] == 0
+    assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids)
+
+
+async def test_live_messages_are_indexed_before_backfill(
+    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    await _chat_with(engine, "t", "ana", ["old one", "old two", "old three"])
+    # Queued earlier, as backfill: what the 0003 upgrade, `jin reindex` and a resize queue.
+    await _sql(engine, "UPDATE recall_queue SET priority = 1, "
+                       "enqueued_at = now() - interval '1 hour'")
+    _, live = await _chat_with(engine, "t", "ana", ["live one", "live two"])
+    indexer = _indexer(memory_db, embedder_server[1], http, batch_size=2)
+    assert await indexer.drain_once() == 2
+    assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(live)
+
+
+async def test_index_chat_waits_for_what_another_worker_is_indexing(
+    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    chat, ids = await _chat_with(engine, "t", "ana", ["one", "two", "three"])
+    slow = FakeOpenAIServer(embed_delay=0.5)
+    slow_url = slow.start()
+    try:
+        other = asyncio.create_task(_indexer(memory_db, slow_url, http).drain())
+        for _ in range(200):  # until the other worker holds the chat's rows
+            if len(await _ids(engine, "SELECT message_id FROM recall_queue "
+                                      "WHERE claimed_until > now()")) == 3:
+                break
+            await asyncio.sleep(0.01)
+        started = time.monotonic()
+        assert await _indexer(memory_db, embedder_server[1], http).index_chat(chat) is True
+        assert time.monotonic() - started > 0.2  # it waited for the other worker's write
+        assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids)
+        assert (await other).indexed == 3
+    finally:
+        slow.stop()
+
+
+async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after_its_wait(
+    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    chat, ids = await _chat_with(engine, "t", "ana", ["one", "two", "three"])
+    indexer = _indexer(memory_db, embedder_server[1], http)
+    held = f"('{ids[0]}', '{ids[1]}')"
+    # A worker that died holding two rows, with a minute to go on its claim.
+    await _sql(engine, "UPDATE recall_queue SET claimed_until = now() + interval '60 seconds' "
+                       f"WHERE message_id IN {held}")
+    assert await indexer.index_chat(chat, wait_seconds=0.3) is False
+    assert await _ids(engine, "SELECT message_id FROM recall_queue") == set(ids[:2])
+
+    # The claim runs out within the wait: the rows are taken over and indexed.
+    await _sql(engine, "UPDATE recall_queue SET claimed_until = now() + interval '1 second'")
+    started = time.monotonic()
+    assert await indexer.index_chat(chat) is True
+    assert time.monotonic() - started > 0.5
+    assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids)
