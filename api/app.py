@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import problems
 from api.app_banner import EMBEDDED_BANNER
 from api.database import create_engine, create_memory_engine
-from api.embedders import build_embedder
+from api.embedders import build_embedder, duplicate_cosine, served_dim
 from api.routes import chats, health, memories, messages
 from api.runtime import Runtime
 from api.settings import Settings
@@ -161,6 +161,15 @@ async def _memory(
     embedder, provider = build_embedder(settings, http)
     async with db.connect() as conn:
         stored = await conn.run_sync(current_dim)
+    served = await served_dim(settings, http)
+    if served is not None and served != embedder.dim:
+        problem = (
+            f"the embedder {provider.model} returns {served}-dimensional vectors, not "
+            f"JIN_EMBEDDING_DIM={embedder.dim}: set JIN_EMBEDDING_DIM={served} and run "
+            "`jin reindex`"
+        )
+        log.error("memory is OFF: %s", problem)
+        return _Memory(provider, None, None, None, problem)
     if embedder.dim != stored:
         problem = (
             f"the database holds {stored}-dimensional vectors and the embedder "
@@ -169,7 +178,7 @@ async def _memory(
         log.error("memory is OFF: %s", problem)
         return _Memory(provider, None, None, None, problem)
     facts = PostgresFactStore(db, embedder, provider.model,
-                              FactConfig(duplicate_cosine=settings.fact_duplicate_cosine))
+                              FactConfig(duplicate_cosine=duplicate_cosine(settings)))
     recall_config = settings.recall_config()
     recall = PostgresRecall(db, embedder, counter.count, recall_config) if (
         recall_config.enabled) else None

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from api.settings import Settings
 from llm.ports import Embedder
 from llm.types import ProviderConfig
+
+log = logging.getLogger("jin.embedder")
 
 
 def build_embedder(settings: Settings, http: Any) -> tuple[Embedder, ProviderConfig]:
@@ -30,3 +34,30 @@ def build_embedder(settings: Settings, http: Any) -> tuple[Embedder, ProviderCon
     provider = ProviderConfig(role="embedder", base_url="(in process)", model=built.name,
                               embedded=True)
     return built, provider
+
+
+async def served_dim(settings: Settings, http: Any) -> int | None:
+    """What a configured embedder server really returns, by one call (JIN_EMBEDDING_DIM only
+    says what it should); None when it cannot be asked now (it may come up later)."""
+    configured = settings.provider("embedder")
+    if configured is None:
+        return None
+    from llm.embeddings import OpenAIEmbedder
+    from llm.errors import LLMError
+
+    probe = OpenAIEmbedder(configured, http, dim=None)
+    try:
+        await asyncio.wait_for(probe.embed(["dimension probe"]), 10)
+    except (LLMError, TimeoutError) as exc:
+        log.warning("could not ask the embedder for its dimension (%s)", exc)
+        return None
+    return probe.dim
+
+
+def duplicate_cosine(settings: Settings) -> float:
+    """The similarity at which a new fact is the same fact, for this deployment's embedder.
+    e5 scores unrelated sentences around 0.8 and "my sister is allergic to peanuts" against "my
+    brother ..." at 0.95; MiniLM spreads them out (0.92 is a paraphrase)."""
+    if settings.fact_duplicate_cosine is not None:
+        return settings.fact_duplicate_cosine
+    return 0.97 if settings.embedder == "e5" and not settings.embedder_url else 0.92

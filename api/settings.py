@@ -86,7 +86,8 @@ class Settings(BaseSettings):
     recall_budget_tokens: int | None = Field(default=None, ge=0)
     recall_max_items: int | None = Field(default=None, ge=0)
     recall_item_max_chars: int | None = Field(default=None, gt=0)
-    fact_duplicate_cosine: float = Field(default=0.92, gt=0, le=1)
+    # Unset: 0.92, or 0.97 for e5, whose similarities crowd near the top (sister/brother 0.95).
+    fact_duplicate_cosine: float | None = Field(default=None, gt=0, le=1)
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
     provider_connect_timeout: float = Field(default=10.0, gt=0)

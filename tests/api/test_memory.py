@@ -280,3 +280,18 @@ async def test_fact_pages_use_an_opaque_cursor_and_work_with_recall_off(
         assert bad.status_code == 422 and bad.json()["code"] == "invalid_request"
         nul = await c.get("/v1/memories", params={"user_id": "u\x00"})
         assert nul.status_code == 422
+
+
+async def test_an_embedder_server_of_another_dimension_than_configured_is_caught_at_start(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer
+) -> None:
+    model.embed_dim = 16  # the server's model makes 16 dimensions; the deployment says 384
+    try:
+        url = jin_factory()
+    finally:
+        model.embed_dim = 384
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        memory = (await c.get("/v1/status")).json()["memory"]
+    assert memory["enabled"] is False
+    assert "returns 16-dimensional" in memory["problem"] and "JIN_EMBEDDING_DIM=16" in (
+        memory["problem"])
