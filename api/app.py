@@ -212,7 +212,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         log.info("brain: %s at %s", brain.model, brain.base_url)
         log.info("helper: %s at %s", helper.model, helper.base_url)
 
-        engine = create_engine(settings.database_url or "")
+        engine = create_engine(settings.database_url or "", pool_size=settings.db_pool_size)
         http = new_session(
             connect_timeout=settings.provider_connect_timeout,
             read_timeout=settings.provider_read_timeout,
@@ -220,7 +220,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         if not brain.embedded and brain.context_window is None:
             brain = await _discover_window(brain, http)
         chats, counter = PostgresChatStore(engine), TiktokenCounter()
-        memory_db = create_memory_engine(settings.database_url or "")
+        memory_db = create_memory_engine(settings.database_url or "",
+                                         pool_size=max(2, settings.db_pool_size // 4))
         memory = await _memory(settings, memory_db, http, counter)
         compactor = Compactor(
             chats=chats,

@@ -53,6 +53,16 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE, headers=headers)
 
 
+# SQLSTATE classes that mean "not now" rather than "wrong": connection exceptions, insufficient
+# resources (too many clients), and the server shutting down or starting.
+_UNAVAILABLE = ("08", "53", "57P")
+
+
+def _unavailable(exc: DBAPIError) -> bool:
+    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None) or ""
+    return isinstance(state, str) and state.startswith(_UNAVAILABLE)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(_: Request, exc: Problem) -> JSONResponse:
@@ -73,7 +83,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(DBAPIError)
     async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
         if exc.connection_invalidated or isinstance(exc.orig, OSError | ConnectionError) or (
-            isinstance(exc, OperationalError | InterfaceError)
+            isinstance(exc, OperationalError | InterfaceError) or _unavailable(exc)
         ):
             log.warning("database unavailable: %s", type(exc.orig).__name__)
             return problem_response(
