@@ -63,6 +63,8 @@ class PromptPlan:
     budget: Budget
     left_out: int  # rows of the window that did not fit the budget
     more_before: bool  # rows beyond what was read exist too
+    # The older rows after the pre-pass, newest last: what `history` was filled from.
+    older: list[Message] = field(default_factory=list, repr=False)
 
     @property
     def messages(self) -> list[PromptMessage]:
@@ -179,7 +181,24 @@ def assemble(
         budget=budget,
         left_out=len(older) - len(history),
         more_before=window.more_before,
+        older=older,
     )
+
+
+def with_memory(plan: PromptPlan, recalled: list[str], counter: TokenCounter) -> PromptPlan:
+    """The plan with its memory fence filled: the older history gives way to it, the rest
+    stands as assembled (no second pre-pass)."""
+    memory = [PromptMessage("system", fence(MEMORY_TAG, MEMORY_PREAMBLE, "\n".join(recalled)))]
+    memory_section = Section("memory", memory, _tokens(memory, counter))
+    fixed = sum(s.tokens for s in plan.sections if s.name not in ("history", "memory"))
+    history = _fit_newest(plan.older, plan.budget.total - fixed - memory_section.tokens)
+    sections = [
+        _rows_section("history", history) if s.name == "history"
+        else memory_section if s.name == "memory" else s
+        for s in plan.sections
+    ]
+    return PromptPlan(sections, plan.budget, len(plan.older) - len(history), plan.more_before,
+                      plan.older)
 
 
 def _rows_section(name: str, rows: list[Message]) -> Section:

@@ -10,7 +10,7 @@ from llm.ports import TokenCounter
 from memory.ports import Recaller
 from memory.recall import RecallResult, render
 from orchestrator.compaction import hidden_before
-from orchestrator.context import MEMORY_PREAMBLE, MEMORY_TAG, PromptPlan, assemble
+from orchestrator.context import MEMORY_PREAMBLE, MEMORY_TAG, PromptPlan, with_memory
 
 # The fence's own tags, preamble and message framing, around the items.
 FENCE_FRAME_TOKENS = 40 + len(MEMORY_TAG) + len(MEMORY_PREAMBLE) // 3
@@ -18,8 +18,7 @@ FENCE_FRAME_TOKENS = 40 + len(MEMORY_TAG) + len(MEMORY_PREAMBLE) // 3
 
 async def recall_into(
     recall: Recaller | None, counter: TokenCounter, chat: Chat, window: Window,
-    plan: PromptPlan, query: str, *, new_message: str | None,
-    also_shown: list[uuid.UUID] | None = None,
+    plan: PromptPlan, query: str, *, also_shown: list[uuid.UUID] | None = None,
 ) -> tuple[PromptPlan, RecallResult | None]:
     """The plan with its memory fence filled by recall for `query`. The window's rows (what the
     prompt shows, or could) are never recalled, nor what a "start over" put behind."""
@@ -39,9 +38,8 @@ async def recall_into(
     items = list(result.items)
     fitted = plan
     while items:
-        fitted = assemble(window, new_message, plan.budget, counter,
-                          recalled=[render(item) for item in items])
-        if fitted.total_tokens <= plan.budget.total or len(items) == 0:
+        fitted = with_memory(plan, [render(item) for item in items], counter)
+        if fitted.total_tokens <= plan.budget.total:
             break
         items.pop()  # the dates and sources of the lines cost too: drop the weakest item
     if not items:

@@ -269,8 +269,7 @@ async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[
     try:
         plan, result = await recall_into(
             deps.recall, deps.counter, started.chat, started.window, started.plan,
-            user_message.content,
-            new_message=user_message.content, also_shown=[user_message.id],
+            user_message.content, also_shown=[user_message.id],
         )
     except Exception:  # the boundary of an optional part: log it, answer without memory
         log.warning("recall failed; answering without recalled memory", exc_info=True)

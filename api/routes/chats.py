@@ -114,12 +114,11 @@ async def context(
     chat = await _chat(runtime, tenant, chat_id)
     budget = budget_for(chat, deps.config)
     window = await deps.chats.load_window(chat, deps.config.window_read_rows, budget.total)
-    plan = assemble(window, None, budget, deps.counter)
+    plan = assemble(window, message, budget, deps.counter)
     query = message if message is not None else _last_user_text(window)
     recall: dict[str, Any] = {"query": query, "enabled": deps.recall is not None}
     try:
-        plan, result = await recall_into(deps.recall, deps.counter, chat, window, plan, query,
-                                         new_message=message)
+        plan, result = await recall_into(deps.recall, deps.counter, chat, window, plan, query)
     except LLMError as exc:
         recall["error"] = f"{exc.code}: {exc}"
         result = None

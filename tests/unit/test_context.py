@@ -85,3 +85,24 @@ def test_would_compact_when_over_trigger_or_rows_fall_out() -> None:
     assert cut.total_tokens <= 2400
     # 2 rows in the tail (808), 3 in history (1212), the oldest left out
     assert cut.left_out == 1 and cut.would_compact
+
+
+def test_the_memory_fence_takes_room_from_older_history_never_from_the_tail() -> None:
+    from orchestrator.context import with_memory
+
+    counter = TiktokenCounter()
+    rows = [msg("user" if i % 2 == 0 else "assistant", f"row {i}") for i in range(20)]
+    window = Window(CHAT, None, rows, more_before=False)
+    budget = Budget(context_window=400, answer_reserve=100, tail_tokens=4 * COST)
+    plan = assemble(window, "new question", budget, counter)
+    assert plan.left_out == 0 and plan.total_tokens <= budget.total
+    recalled = [f"- [2025-12-01 · fact {i}] something remembered number {i}" for i in range(5)]
+    fenced = with_memory(plan, recalled, counter)
+    sections = {s.name: s for s in fenced.sections}
+    assert sections["memory"].tokens > 0 and MEMORY_TAG in sections["memory"].messages[0].content
+    assert sections["tail"] == {s.name: s for s in plan.sections}["tail"]
+    history_before = {s.name: s for s in plan.sections}["history"]
+    assert len(sections["history"].messages) < len(history_before.messages)
+    assert fenced.total_tokens <= budget.total
+    assert fenced.left_out == len(history_before.messages) - len(sections["history"].messages)
+    assert fenced.messages[-1].content == "new question"
