@@ -59,7 +59,7 @@ SELECT m.id, m.chat_id, ch.tenant_id, ch.user_id, b.embedding,
        to_tsvector('jin_search', m.content), :embedder, m.created_at
 FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, embedding)
 JOIN messages m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id
-ON CONFLICT (message_id) DO UPDATE
+ON CONFLICT (tenant_id, user_id, message_id) DO UPDATE
     SET embedding = EXCLUDED.embedding, content_tsv = EXCLUDED.content_tsv,
         embedder = EXCLUDED.embedder""")
 
