@@ -4,19 +4,27 @@
         --datadir /tmp/jin_scale_pg
     python -m bench.recall_scale --sizes 10000,100000 --datadir /tmp/jin_scale_pg     # quick
 
-One table (the schema of the migrations) holds a user of each of --sizes rows and --small-users
-users of 100 rows, spread over --tenants tenants, their rows interleaved in time as traffic leaves
-them. Vectors are synthetic and clustered: 200 topics x 20 subtopics, a row is a subtopic plus
-noise, unit length; queries are drawn the same way. For each big user the dense list of
-memory/search.py runs on the memory engine (custom plans, iterative HNSW scans) as the planner
-chooses, then with the plan forced each way: exact (the owner index and a sort, what a per-user
-filter costs without a vector index) and HNSW. It prints p50/p95, exact/HNSW ratios, recall@40
-against exact, one EXPLAIN (ANALYZE, BUFFERS) per user, the table and index sizes and the HNSW
-build time. Small users must get min(40, rows) rows back. Never passes or fails on time.
+One table (the schema of the migrations) holds a user of each of --sizes and --mid-sizes rows and
+--small-users users of 100 rows, spread over --tenants tenants, their rows interleaved in time as
+traffic leaves them. Vectors are synthetic and clustered: 200 topics x 20 subtopics, a row is a
+subtopic plus noise, unit length; queries are drawn the same way. For each measured user, the
+dense list of memory/search.py (taken from its statement) runs on the memory engine (custom
+plans, iterative HNSW scans) as the planner chooses, then with the plan forced each way: exact
+(the owner index and a sort, what a per-user filter costs without a vector index) and HNSW. It
+prints p50/p95 at the client, exact/production ratios, recall@k against exact (k is
+RecallConfig.candidates unless --candidates), EXPLAIN (ANALYZE, BUFFERS) per user, the table and
+index sizes and the HNSW build time; small users must get min(k, rows) rows back. Then
+experiments, each undone or kept apart from the migrated table: higher hnsw.ef_search values,
+extended statistics on the owner columns, and a copy of the table hash-partitioned by owner.
+Never passes or fails on time.
 
-The embedded Postgres lives in --datadir and keeps the loaded database: a run with the same
-layout measures again without loading (--fresh loads anew). The HNSW index is dropped for the
-bulk load and built afterwards, which is the build time reported.
+The embedded Postgres lives in --datadir and keeps the loaded database (and the partitioned
+copy): a later run of the same layout measures without loading (--fresh loads anew, as it must
+after a migration changes). The HNSW index is dropped for the bulk load and built afterwards;
+that build is the time reported.
+
+This module runs past the ~400 lines of STYLE.md: it is one benchmark, read top to bottom, with
+its loader, its experiments and its report; split up it would only scatter the figures' origin.
 """
 
 from __future__ import annotations
@@ -24,47 +32,53 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import create_memory_engine, migrate
-from chat.tables import fetch
+from chat.tables import fetch, positional
+from memory.recall import RecallConfig
 
 DIM = 384
-K = 40  # RecallConfig.candidates: the length of the dense list
 SMALL_ROWS = 100
 CHAT_ROWS = 500  # messages per synthetic chat
 CHUNK = 25_000  # rows per load statement
+WARMUP_S = 10.0  # per user and plan: an untimed pass over the measured queries
 PEER = {10_000: (8.0, 21.0)}  # mem0 on pgvector, this machine (issue #4): p50, p95 in ms
 
-# memory/search.py `_CANDIDATES`, its dense list over messages (`dm`), word for word.
-DENSE = text("""SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
-        WHERE :dense AND tenant_id = :t AND user_id = :u AND message_id <> ALL(:exclude)
-        ORDER BY embedding <=> :qv LIMIT :n""")
 
-# Session settings that force a plan; "planner" is production (nothing set).
-PLANS: dict[str, tuple[tuple[str, str], ...]] = {
-    "exact": (("enable_indexscan", "off"),),  # bitmap scan of the owner index, then a sort
-    "planner": (),
-    "hnsw": (("enable_sort", "off"),),  # the HNSW index is the only path without a sort
-}
+def _dense_list() -> TextClause:
+    """The dense list over messages (`dm`) of memory/search.py's `_CANDIDATES`, taken from it,
+    so that this benchmark measures what recall runs today."""
+    from memory.search import _CANDIDATES
 
-_INSERT_EMBEDDINGS = """
-INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embedding,
-                                content_tsv, embedder, kind, created_at)
-SELECT m.id, m.chat_id, ch.tenant_id, ch.user_id, b.embedding,
-       to_tsvector('jin_search', m.content), 'synthetic', m.kind, m.created_at
-FROM unnest($1::uuid[], $2::vector[]) AS b(id, embedding)
-JOIN messages m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id"""
+    found = re.search(r"\(\s*(SELECT message_id, embedding <=> :qv AS d FROM message_embeddings"
+                      r".*?LIMIT :n)\) x", str(_CANDIDATES), re.DOTALL)
+    if found is None:
+        raise SystemExit("the dense list of memory/search.py changed shape: update this bench")
+    return text(found.group(1))
+
+
+DENSE = _dense_list()
+PARTITIONED = text(str(DENSE).replace("FROM message_embeddings", "FROM bench_part"))
+
+Settings = tuple[tuple[str, str], ...]
+# Session settings that force a plan. PG 18's enable_indexscan=off also disables index-only
+# scans: what is left is a bitmap scan of the owner index (or a seq scan), then a sort.
+EXACT: Settings = (("enable_indexscan", "off"),)
+HNSW: Settings = (("enable_sort", "off"),)  # the HNSW index is the one path without a sort
 
 
 @dataclass(frozen=True)
@@ -77,27 +91,31 @@ class Owner:
 @dataclass(frozen=True)
 class Layout:
     sizes: tuple[int, ...]
+    mid_sizes: tuple[int, ...]
     small_users: int
     tenants: int
     seed: int
 
-    def owners(self) -> list[Owner]:
-        """The big users first (one tenant each, shared with small users), then the small."""
-        big = [Owner(f"tenant-{i % self.tenants}", f"big-{n}", n) for i, n in enumerate(self.sizes)]
-        small = [
+    def measured(self) -> list[Owner]:
+        """One user per size, smallest first, each in a tenant it shares with small users."""
+        sizes = sorted(self.mid_sizes + self.sizes)
+        return [Owner(f"tenant-{i % self.tenants}", f"u{n}", n) for i, n in enumerate(sizes)]
+
+    def small(self) -> list[Owner]:
+        return [
             Owner(f"tenant-{j % self.tenants}", f"user-{j:05d}", SMALL_ROWS)
             for j in range(self.small_users)
         ]
-        return big + small
 
     @property
     def rows(self) -> int:
-        return sum(self.sizes) + self.small_users * SMALL_ROWS
+        return sum(self.sizes) + sum(self.mid_sizes) + self.small_users * SMALL_ROWS
 
     @property
     def database(self) -> str:
         sizes = "_".join(str(n) for n in self.sizes)
-        return f"scale_{sizes}_{self.small_users}x{SMALL_ROWS}_t{self.tenants}_s{self.seed}"
+        mids = "_".join(str(n) for n in self.mid_sizes)
+        return f"scale_{sizes}_m{mids}_{self.small_users}x{SMALL_ROWS}_t{self.tenants}_s{self.seed}"
 
 
 class Clusters:
@@ -136,9 +154,13 @@ def chat_id(owner: int, chat: int) -> uuid.UUID:
     return uuid.UUID(int=(0xBE7C << 112) | (owner << 32) | chat)
 
 
-def percentiles(ms: list[float]) -> tuple[float, float]:
+def pair(ms: list[float]) -> str:
     p50, p95 = np.percentile(ms, [50, 95])
-    return float(p50), float(p95)
+    return f"{p50:.2f} / {p95:.2f}"
+
+
+def median(ms: list[float]) -> float:
+    return float(np.percentile(ms, 50))
 
 
 def recall_at(found: list[list[Any]], truth: list[list[Any]]) -> float:
@@ -146,14 +168,25 @@ def recall_at(found: list[list[Any]], truth: list[list[Any]]) -> float:
     return hits / max(1, sum(len(t) for t in truth))
 
 
+def quality(found: Run, truth: Run) -> str:
+    """recall@40, the queries lost (recall under 0.5: the search ended in another cluster), and
+    how much farther on average the rows found are than the true nearest (a recall below 1 at
+    +0.1% is a near-tie)."""
+    lost = sum(len(set(f) & set(t)) < len(t) / 2 for f, t in zip(found.ids, truth.ids, strict=True))
+    ratios = [np.mean(f) / np.mean(t)
+              for f, t in zip(found.distances, truth.distances, strict=True) if f and t]
+    return (f"{recall_at(found.ids, truth.ids):.3f}, {lost} lost, "
+            f"+{(np.mean(ratios) - 1) * 100:.1f}%")
+
+
 def plan_name(plan: str) -> str:
-    if "message_embeddings_hnsw" in plan:
-        return "HNSW index scan (iterative)"
-    if "message_embeddings_owner" in plan:
-        return "owner index + sort (exact)"
-    if "Seq Scan" in plan:
-        return "seq scan + sort (exact)"
-    return "other"
+    """'HNSW' or 'exact (...)', with the planner's estimate of the owner's rows."""
+    scan = next(line for line in plan.splitlines() if "Scan" in line and "Limit" not in line)
+    estimate = re.search(r"rows=(\d+)", scan)
+    rows = f", est. {int(estimate.group(1)):,} rows" if estimate else ""
+    if "Order By: (embedding <=>" in plan:
+        return "HNSW" + rows
+    return ("exact: seq scan" if "Seq Scan" in scan else "exact: owner index") + rows
 
 
 # --- the server and the load -------------------------------------------------------------------
@@ -172,67 +205,19 @@ def start_server(datadir: Path, shared_buffers: str) -> Any:
     return server
 
 
-async def load(url: str, layout: Layout) -> dict[str, float]:
+async def _connect(url: str, vectors: bool = True) -> Any:
     import asyncpg
-    from pgvector import Vector
     from pgvector.asyncpg import register_vector
 
     conn = await asyncpg.connect(url)
-    await register_vector(conn)
-    await conn.execute("SET synchronous_commit = off")
-    hnsw = await conn.fetchval("SELECT pg_get_indexdef('message_embeddings_hnsw'::regclass)")
-    await conn.execute("DROP INDEX message_embeddings_hnsw")
-    owners = layout.owners()
-    await conn.copy_records_to_table("chats", columns=["id", "tenant_id", "user_id"], records=[
-        (chat_id(i, c), o.tenant, o.user) for i, o in enumerate(owners)
-        for c in range(-(-o.rows // CHAT_ROWS))
-    ])
-    rng = np.random.default_rng([layout.seed, 1])
-    owner_of_row = rng.permutation(np.repeat(
-        np.arange(len(owners), dtype=np.int64), [o.rows for o in owners]
-    ))
-    ranks = owner_ranks(owner_of_row, len(owners))
-    words = np.array([a + b for a in ("ka", "lo", "mi", "nu", "pe", "ri", "so", "tu", "va", "ze")
-                      for b in ("ber", "dan", "fis", "gol", "hum", "jek", "lin", "mor")])
-    clusters, started = Clusters(layout.seed), time.perf_counter()
-    first = datetime(2025, 1, 1, tzinfo=UTC)
-    step = timedelta(days=365) / layout.rows
-    for lo in range(0, layout.rows, CHUNK):
-        hi = min(lo + CHUNK, layout.rows)
-        ids = [uuid.UUID(bytes=rng.bytes(16)) for _ in range(hi - lo)]
-        texts = [" ".join(w) for w in words[rng.integers(0, len(words), (hi - lo, 8))]]
-        await conn.copy_records_to_table(
-            "messages", columns=["id", "chat_id", "position", "kind", "content", "created_at"],
-            records=[
-                (ids[i], chat_id(int(owner_of_row[r]), int(ranks[r]) // CHAT_ROWS),
-                 int(ranks[r]) % CHAT_ROWS, ("user", "assistant")[int(ranks[r]) % 2], texts[i],
-                 first + step * r)
-                for i, r in enumerate(range(lo, hi))
-            ],
-        )
-        vectors = [Vector(v) for v in clusters.sample(rng, hi - lo)]
-        await conn.execute(_INSERT_EMBEDDINGS, ids, vectors)
-        rate = hi / (time.perf_counter() - started)
-        print(f"  loaded {hi:>10,} / {layout.rows:,} rows  {rate:,.0f} rows/s", flush=True)
-    loaded = time.perf_counter() - started
-    await conn.execute("SET maintenance_work_mem = '8GB'")
-    await conn.execute("SET max_parallel_maintenance_workers = 1")
-    print("  building the HNSW index ...", flush=True)
-    started = time.perf_counter()
-    await conn.execute(hnsw)
-    built = time.perf_counter() - started
-    await conn.execute("VACUUM (ANALYZE) messages")
-    await conn.execute("VACUUM (ANALYZE) message_embeddings")
-    await conn.execute("CHECKPOINT")
-    await conn.close()
-    return {"load_s": loaded, "rows_per_s": layout.rows / loaded, "hnsw_build_s": built}
+    if vectors:
+        await register_vector(conn)
+    return conn
 
 
 async def database_state(server_url: str, layout: Layout, fresh: bool) -> dict[str, float] | None:
     """The load figures of a complete earlier load of this layout, else None (database reset)."""
-    import asyncpg
-
-    conn = await asyncpg.connect(server_url)
+    conn = await _connect(server_url, vectors=False)
     try:
         note = await conn.fetchval(
             "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1",
@@ -247,12 +232,78 @@ async def database_state(server_url: str, layout: Layout, fresh: bool) -> dict[s
         await conn.close()
 
 
-async def mark_loaded(server_url: str, layout: Layout, facts: dict[str, float]) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(server_url)
+async def load(url: str, server_url: str, layout: Layout) -> dict[str, float]:
+    """Chats, messages and embeddings in chunks, then the HNSW index; returns the timings."""
+    conn = await _connect(url)
+    await conn.execute("SET synchronous_commit = off")
+    hnsw = await conn.fetchval("SELECT pg_get_indexdef('message_embeddings_hnsw'::regclass)")
+    await conn.execute("DROP INDEX message_embeddings_hnsw")
+    owners = layout.measured() + layout.small()
+    await conn.copy_records_to_table("chats", columns=["id", "tenant_id", "user_id"], records=[
+        (chat_id(i, c), o.tenant, o.user) for i, o in enumerate(owners)
+        for c in range(-(-o.rows // CHAT_ROWS))
+    ])
+    rng = np.random.default_rng([layout.seed, 1])
+    owner_of_row = rng.permutation(np.repeat(
+        np.arange(len(owners), dtype=np.int64), [o.rows for o in owners]
+    ))
+    ranks = owner_ranks(owner_of_row, len(owners))
+    clusters, started = Clusters(layout.seed), time.perf_counter()
+    for lo in range(0, layout.rows, CHUNK):
+        hi = min(lo + CHUNK, layout.rows)
+        await _load_chunk(conn, clusters, rng, owner_of_row[lo:hi], ranks[lo:hi], lo, layout.rows)
+        rate = hi / (time.perf_counter() - started)
+        print(f"  loaded {hi:>10,} / {layout.rows:,} rows  {rate:,.0f} rows/s", flush=True)
+    loaded = time.perf_counter() - started
+    await conn.execute("SET maintenance_work_mem = '8GB'")
+    await conn.execute("SET max_parallel_maintenance_workers = 1")
+    print("  building the HNSW index ...", flush=True)
+    started = time.perf_counter()
+    await conn.execute(hnsw)
+    built = time.perf_counter() - started
+    for table in ("chats", "messages", "message_embeddings"):
+        await conn.execute(f"VACUUM (ANALYZE) {table}")
+    await conn.execute("CHECKPOINT")
+    await conn.close()
+    facts = {"load_s": loaded, "rows_per_s": layout.rows / loaded, "hnsw_build_s": built}
+    conn = await _connect(server_url, vectors=False)
     await conn.execute(f"COMMENT ON DATABASE {layout.database} IS '{json.dumps(facts)}'")
     await conn.close()
+    return facts
+
+
+_WORDS = [a + b for a in ("ka", "lo", "mi", "nu", "pe", "ri", "so", "tu", "va", "ze")
+          for b in ("ber", "dan", "fis", "gol", "hum", "jek", "lin", "mor")]
+_FIRST = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+async def _load_chunk(
+    conn: Any, clusters: Clusters, rng: np.random.Generator, owners: np.ndarray,
+    ranks: np.ndarray, first_row: int, total_rows: int,
+) -> None:
+    """Messages by COPY, then their embeddings by memory/indexer.py's own statement; a year of
+    traffic, row i at i/total_rows of it."""
+    from pgvector import Vector
+
+    from memory.indexer import _WRITE
+
+    step = timedelta(days=365) / total_rows
+    ids = [uuid.UUID(bytes=rng.bytes(16)) for _ in range(len(owners))]
+    words = rng.integers(0, len(_WORDS), (len(owners), 8))
+    records = [
+        (ids[i], chat_id(int(owner), int(rank) // CHAT_ROWS), int(rank) % CHAT_ROWS,
+         ("user", "assistant")[int(rank) % 2], " ".join(_WORDS[w] for w in words[i]),
+         _FIRST + step * (first_row + i))
+        for i, (owner, rank) in enumerate(zip(owners, ranks, strict=True))
+    ]
+    await conn.copy_records_to_table(
+        "messages", columns=["id", "chat_id", "position", "kind", "content", "created_at"],
+        records=records,
+    )
+    vectors = [Vector(v) for v in clusters.sample(rng, len(owners))]
+    params = {"ids": ids, "vectors": vectors, "embedder": "synthetic"}
+    sql, names = positional(str(_WRITE))
+    await conn.execute(sql, *(params[name] for name in names))
 
 
 # --- measuring ---------------------------------------------------------------------------------
@@ -262,81 +313,248 @@ async def mark_loaded(server_url: str, layout: Layout, facts: dict[str, float]) 
 class Run:
     ms: list[float]
     ids: list[list[uuid.UUID]]
+    distances: list[list[float]]
 
 
-def _params(owner: Owner, vector: np.ndarray) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Queries:
+    """Query vectors (vector i asks owners[i % len(owners)]) and their exact answers."""
+
+    owners: list[Owner]
+    vectors: np.ndarray
+    k: int  # the length of the dense list (RecallConfig.candidates)
+    exact: Run
+
+    @property
+    def owner(self) -> Owner:
+        return self.owners[0]
+
+
+def _params(owner: Owner, vector: np.ndarray, k: int) -> dict[str, Any]:
+    """As memory/search.py binds them for a dense recall with nothing excluded or hidden."""
     from pgvector import Vector
 
-    return {"qv": Vector(vector), "t": owner.tenant, "u": owner.user, "n": K, "exclude": [],
-            "dense": True}
+    return {"qv": Vector(vector), "t": owner.tenant, "u": owner.user, "n": k, "exclude": [],
+            "dense": True, "hide_chat": None, "hide_before": None}
+
+
+async def _set(conn: Any, settings: Settings, reset: bool = False) -> None:
+    raw = (await conn.get_raw_connection()).driver_connection
+    for name, value in settings:
+        await raw.execute(f"RESET {name}" if reset else f"SET {name} = {value}")
 
 
 async def run(
-    engine: AsyncEngine, owners: list[Owner], vectors: np.ndarray, warm: np.ndarray,
-    settings: tuple[tuple[str, str], ...] = (),
+    engine: AsyncEngine, statement: TextClause, owners: list[Owner], vectors: np.ndarray, k: int,
+    settings: Settings = (),
 ) -> Run:
-    """One query per vector (owners[i % len(owners)]), timed at the client, after a warm-up."""
+    """One query per vector (owners[i % len(owners)]), timed at the client. The same queries run
+    once untimed before (up to WARMUP_S): the figures are for pages in shared_buffers, as on a
+    server sized for its table, not for a graph read from disk by the benchmark's first pass."""
     ms: list[float] = []
     ids: list[list[uuid.UUID]] = []
+    distances: list[list[float]] = []
     async with engine.connect() as conn:
-        raw = (await conn.get_raw_connection()).driver_connection
-        for name, value in settings:
-            await raw.execute(f"SET {name} = {value}")
+        await _set(conn, settings)
         try:
-            deadline = time.perf_counter() + 5
-            for i, vector in enumerate(warm):
-                await fetch(conn, DENSE, _params(owners[i % len(owners)], vector))
+            deadline = time.perf_counter() + WARMUP_S
+            for i, vector in enumerate(vectors):
+                await fetch(conn, statement, _params(owners[i % len(owners)], vector, k))
                 if time.perf_counter() > deadline:
                     break
             for i, vector in enumerate(vectors):
                 started = time.perf_counter()
-                rows = await fetch(conn, DENSE, _params(owners[i % len(owners)], vector))
+                rows = await fetch(conn, statement, _params(owners[i % len(owners)], vector, k))
                 ms.append((time.perf_counter() - started) * 1000)
                 ids.append([row["message_id"] for row in rows])
+                distances.append([row["d"] for row in rows])
         finally:
-            for name, _ in settings:
-                await raw.execute(f"RESET {name}")
-    return Run(ms, ids)
+            await _set(conn, settings, reset=True)
+    return Run(ms, ids, distances)
 
 
 async def explain(
-    engine: AsyncEngine, owner: Owner, vector: np.ndarray,
-    settings: tuple[tuple[str, str], ...] = (),
+    engine: AsyncEngine, statement: TextClause, owner: Owner, vector: np.ndarray, k: int,
+    settings: Settings = (),
 ) -> str:
-    statement = text("EXPLAIN (ANALYZE, BUFFERS) " + str(DENSE))
     async with engine.connect() as conn:
-        raw = (await conn.get_raw_connection()).driver_connection
-        for name, value in settings:
-            await raw.execute(f"SET {name} = {value}")
-        rows = await fetch(conn, statement, _params(owner, vector))
-        for name, _ in settings:
-            await raw.execute(f"RESET {name}")
+        await _set(conn, settings)
+        rows = await fetch(conn, text(f"EXPLAIN (ANALYZE, BUFFERS) {statement}"),
+                           _params(owner, vector, k))
+        await _set(conn, settings, reset=True)
     # The query vector's 384 numbers say nothing about the plan.
     return re.sub(r"'\[[^\]]*\]'::vector", "'[...]'::vector", "\n".join(r[0] for r in rows))
 
 
-async def candidates_ms(engine: AsyncEngine, owner: Owner, vectors: np.ndarray) -> list[float]:
-    """The whole candidate statement recall runs (memory/search.py), dense mode."""
-    from memory.recall import RecallConfig
+async def candidates_ms(engine: AsyncEngine, q: Queries) -> list[float]:
+    """The whole candidate statement recall runs (memory/search.py), in dense mode."""
     from memory.search import PostgresRecall
 
-    cfg = RecallConfig(mode="dense")
+    cfg = RecallConfig(mode="dense", candidates=q.k)
     recall = PostgresRecall(engine, None, len, cfg)  # type: ignore[arg-type]  # no embedding here
-    for vector in vectors[:20]:
-        await recall.candidates(owner.tenant, owner.user, "", vector, [], cfg)
+    for vector in q.vectors[:20]:
+        await recall.candidates(q.owner.tenant, q.owner.user, "", vector, [], cfg)
     ms = []
-    for vector in vectors:
+    for vector in q.vectors:
         started = time.perf_counter()
-        await recall.candidates(owner.tenant, owner.user, "", vector, [], cfg)
+        await recall.candidates(q.owner.tenant, q.owner.user, "", vector, [], cfg)
         ms.append((time.perf_counter() - started) * 1000)
     return ms
+
+
+async def queries(
+    engine: AsyncEngine, layout: Layout, owners: list[Owner], n: int, k: int,
+) -> Queries:
+    """Vectors drawn as the data was, and their exact answers (the ground truth)."""
+    clusters = Clusters(layout.seed)
+    rng = np.random.default_rng([layout.seed, 2, *(o.rows for o in owners[:1]), len(owners)])
+    vectors = clusters.sample(rng, n)
+    return Queries(owners, vectors, k, await run(engine, DENSE, owners, vectors, k, EXACT))
+
+
+async def measure_user(engine: AsyncEngine, q: Queries) -> tuple[str, str]:
+    """One row of the main table (production, exact, HNSW forced) and the production EXPLAIN."""
+    production = await run(engine, DENSE, q.owners, q.vectors, q.k)
+    forced = await run(engine, DENSE, q.owners, q.vectors, q.k, HNSW)
+    whole = await candidates_ms(engine, q)
+    plan = await explain(engine, DENSE, q.owner, q.vectors[0], q.k)
+    ratio = median(q.exact.ms) / median(production.ms)
+    peer = PEER.get(q.owner.rows)
+    row = (
+        f"| {q.owner.rows:,} | {plan_name(plan)} | {pair(production.ms)} | {pair(q.exact.ms)} | "
+        f"{ratio:.1f}x | {pair(forced.ms)} | {quality(production, q.exact)} | "
+        f"{recall_at(forced.ids, q.exact.ids):.3f} | {min(map(len, production.ids))} / "
+        f"{min(map(len, forced.ids))} | "
+        f"{pair(whole)} | {f'{peer[0]} / {peer[1]}' if peer else '-'} |"
+    )
+    return row, plan
+
+
+async def measure_small(engine: AsyncEngine, q: Queries) -> list[str]:
+    """Small users, one query each: every plan must return all min(k, rows) of their rows."""
+    want = min(q.k, SMALL_ROWS)
+    lines = []
+    for name, settings in (("exact", EXACT), ("production", ()), ("HNSW forced", HNSW)):
+        result = await run(engine, DENSE, q.owners, q.vectors, q.k, settings)
+        full = sum(len(ids) == want for ids in result.ids)
+        lines.append(
+            f"| {name} | {pair(result.ms)} | {full}/{len(q.owners)} | {min(map(len, result.ids))} "
+            f"| {recall_at(result.ids, q.exact.ids):.3f} |"
+        )
+    return lines
+
+
+# --- experiments: candidate fixes, undone afterwards or kept apart from the migrated table ------
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    statement: TextClause = DENSE
+    settings: Settings = ()
+    prepare: Callable[[Any], Awaitable[str]] | None = None  # gets an asyncpg connection
+    undo: Callable[[Any], Awaitable[None]] | None = None
+
+
+async def _create_statistics(conn: Any) -> str:
+    await conn.execute("CREATE STATISTICS bench_owner (dependencies) "
+                       "ON tenant_id, user_id FROM message_embeddings")
+    await conn.execute("ANALYZE message_embeddings")
+    return "CREATE STATISTICS bench_owner (dependencies) ON tenant_id, user_id; ANALYZE"
+
+
+async def _drop_statistics(conn: Any) -> None:
+    if await conn.fetchval("SELECT 1 FROM pg_statistic_ext WHERE stxname = 'bench_owner'"):
+        await conn.execute("DROP STATISTICS bench_owner")
+        await conn.execute("ANALYZE message_embeddings")
+
+
+async def _partition(partitions: int, conn: Any) -> str:
+    """bench_part: message_embeddings hash-partitioned by owner, with the migration's indexes
+    but the primary key (a partitioned table's key must hold the partition key)."""
+    note = await conn.fetchval("SELECT obj_description(to_regclass('bench_part'), 'pg_class')")
+    if note and json.loads(note)["partitions"] == partitions:
+        return f"built by an earlier run: {note}"
+    await conn.execute("DROP TABLE IF EXISTS bench_part")
+    await conn.execute("CREATE TABLE bench_part (LIKE message_embeddings INCLUDING DEFAULTS) "
+                       "PARTITION BY HASH (tenant_id, user_id)")
+    for i in range(partitions):
+        await conn.execute(f"CREATE TABLE bench_part_{i} PARTITION OF bench_part "
+                           f"FOR VALUES WITH (MODULUS {partitions}, REMAINDER {i})")
+    started = time.perf_counter()
+    await conn.execute(
+        "INSERT INTO bench_part SELECT * FROM message_embeddings ORDER BY created_at")
+    facts: dict[str, Any] = {"partitions": partitions, "copy_s": time.perf_counter() - started}
+    await conn.execute("SET maintenance_work_mem = '8GB'")
+    await conn.execute("SET max_parallel_maintenance_workers = 1")
+    for name, definition in await conn.fetch(
+        "SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i "
+        "JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE i.indrelid = 'message_embeddings'::regclass AND NOT i.indisprimary"
+    ):
+        started = time.perf_counter()
+        await conn.execute(definition.replace("message_embeddings", "bench_part"))
+        facts[f"{name.removeprefix('message_embeddings_')}_build_s"] = time.perf_counter() - started
+    await conn.execute("VACUUM (ANALYZE) bench_part")
+    facts["bytes"] = await conn.fetchval(
+        "SELECT sum(pg_total_relation_size(relid))::bigint FROM pg_partition_tree('bench_part')")
+    facts = {k: round(v, 1) if isinstance(v, float) else v for k, v in facts.items()}
+    await conn.execute(f"COMMENT ON TABLE bench_part IS '{json.dumps(facts)}'")
+    return f"built: {json.dumps(facts)}"
+
+
+def experiments(partitions: int) -> list[Variant]:
+    found = [
+        Variant("hnsw.ef_search = 100", settings=(("hnsw.ef_search", "100"),)),
+        Variant("hnsw.ef_search = 400", settings=(("hnsw.ef_search", "400"),)),
+        Variant("extended statistics", prepare=_create_statistics, undo=_drop_statistics),
+    ]
+    if partitions:
+        found.append(Variant(f"{partitions} hash partitions by owner", PARTITIONED,
+                             prepare=partial(_partition, partitions)))
+    return found
+
+
+async def measure_variant(
+    engine: AsyncEngine, url: str, variant: Variant, measured: list[Queries],
+    small: Queries | None,
+) -> list[str]:
+    """Rows of the experiments table; EXPLAINs are printed as they come."""
+    raw = await _connect(url)
+    try:
+        if variant.prepare:
+            print(f"\n{variant.name}: {await variant.prepare(raw)}", flush=True)
+        rows = []
+        for q in [*measured, *([small] if small else [])]:
+            result = await run(engine, variant.statement, q.owners, q.vectors, q.k,
+                               variant.settings)
+            plan = await explain(engine, variant.statement, q.owner, q.vectors[0], q.k,
+                                 variant.settings)
+            who = f"{q.owner.rows:,}" if len(q.owners) == 1 else f"{SMALL_ROWS} x {len(q.owners)}"
+            full = sum(len(ids) == min(q.k, q.owners[i % len(q.owners)].rows)
+                       for i, ids in enumerate(result.ids))
+            rows.append(
+                f"| {variant.name} | {who} | {plan_name(plan)} | {pair(result.ms)} | "
+                f"{quality(result, q.exact)} | {full}/{len(result.ids)} |"
+            )
+            print(rows[-1], flush=True)
+            print(f"\nEXPLAIN (ANALYZE, BUFFERS), {variant.name}, {who} memories:\n{plan}\n")
+        return rows
+    finally:
+        if variant.undo:
+            await variant.undo(raw)
+        await raw.close()
+
+
+# --- the report --------------------------------------------------------------------------------
 
 
 async def print_setup(engine: AsyncEngine, facts: dict[str, float]) -> None:
     async with engine.connect() as conn:
         raw = (await conn.get_raw_connection()).driver_connection
         shown = await raw.fetch(
-            "SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1) ORDER BY name",
+            "SELECT name, current_setting(name) AS value FROM pg_settings WHERE name = ANY($1) "
+            "ORDER BY name",
             ["shared_buffers", "work_mem", "max_parallel_workers_per_gather", "jit",
              "plan_cache_mode", "hnsw.ef_search", "hnsw.iterative_scan", "hnsw.max_scan_tuples",
              "random_page_cost", "effective_cache_size"],
@@ -345,16 +563,15 @@ async def print_setup(engine: AsyncEngine, facts: dict[str, float]) -> None:
             SELECT c.relname, pg_relation_size(c.oid) AS bytes FROM pg_class c
             WHERE c.oid = 'message_embeddings'::regclass OR c.oid IN (
                 SELECT indexrelid FROM pg_index WHERE indrelid = 'message_embeddings'::regclass)
-               OR c.oid = (SELECT reltoastrelid FROM pg_class
-                           WHERE oid = 'message_embeddings'::regclass)
             ORDER BY bytes DESC""")
         total = await raw.fetchval("SELECT pg_total_relation_size('message_embeddings')")
         messages = await raw.fetchval("SELECT pg_total_relation_size('messages')")
         count = await raw.fetchval("SELECT count(*) FROM message_embeddings")
         version = await raw.fetchval("SELECT extversion FROM pg_extension WHERE extname='vector'")
-    print(f"\npgvector {version}; " + ", ".join(
-        f"{r['name']}={r['setting']}{r['unit'] or ''}" for r in shown))
-    print(f"\nmessage_embeddings: {count:,} rows, {_size(total)} in all "
+        pg = await raw.fetchval("SHOW server_version")
+    print(f"\nPostgreSQL {pg}, pgvector {version}; "
+          + ", ".join(f"{r['name']}={r['value']}" for r in shown))
+    print(f"\nmessage_embeddings: {count:,} rows, {_size(total)} in all, with TOAST and indexes "
           f"(messages: {_size(messages)})")
     for row in sizes:
         print(f"  {row['relname']:<32} {_size(row['bytes'])}")
@@ -366,86 +583,54 @@ def _size(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
 
 
-def _pair(ms: list[float]) -> str:
-    p50, p95 = percentiles(ms)
-    return f"{p50:.2f} / {p95:.2f}"
-
-
-async def measure_big(
-    engine: AsyncEngine, layout: Layout, index: int, owner: Owner, queries: int,
-) -> tuple[str, str]:
-    """One row of the table, and the EXPLAIN of the production query for this user."""
-    rng = np.random.default_rng([layout.seed, 2, index])
-    clusters = Clusters(layout.seed)
-    vectors, warm = clusters.sample(rng, queries), clusters.sample(rng, 50)
-    runs = {name: await run(engine, [owner], vectors, warm, s) for name, s in PLANS.items()}
-    whole = await candidates_ms(engine, owner, vectors)
-    plan = await explain(engine, owner, vectors[0])
-    exact, production, hnsw = runs["exact"], runs["planner"], runs["hnsw"]
-    ratio = percentiles(exact.ms)[0] / percentiles(production.ms)[0]
-    short = min(len(ids) for ids in production.ids)
-    peer = PEER.get(owner.rows)
-    row = (
-        f"| {owner.rows:,} | {plan_name(plan)} | {_pair(production.ms)} | {_pair(exact.ms)} | "
-        f"{ratio:.1f}x | {_pair(hnsw.ms)} | {recall_at(production.ids, exact.ids):.3f} | "
-        f"{recall_at(hnsw.ids, exact.ids):.3f} | {short} | {_pair(whole)} | "
-        f"{f'{peer[0]} / {peer[1]}' if peer else '-'} |"
-    )
-    print(row, flush=True)
-    return row, plan
-
-
-async def measure_small(
-    engine: AsyncEngine, layout: Layout, queries: int,
-) -> tuple[list[str], str, str]:
-    """Many small users, one query each: every plan must return all min(40, rows) rows."""
-    owners = layout.owners()[len(layout.sizes):]
-    if not owners:
-        return [], "", ""
-    rng = np.random.default_rng([layout.seed, 3])
-    picked = [owners[i] for i in rng.permutation(len(owners))[:queries]]
-    clusters = Clusters(layout.seed)
-    vectors, warm = clusters.sample(rng, len(picked)), clusters.sample(rng, 50)
-    runs = {name: await run(engine, picked, vectors, warm, s) for name, s in PLANS.items()}
-    want = min(K, SMALL_ROWS)
-    lines = []
-    for name, result in runs.items():
-        full = sum(len(ids) == want for ids in result.ids)
-        fewest = min(len(ids) for ids in result.ids)
-        lines.append(
-            f"| {name} | {_pair(result.ms)} | {full}/{len(picked)} | {fewest} | "
-            f"{recall_at(result.ids, runs['exact'].ids):.3f} |"
-        )
-    planned = await explain(engine, picked[0], vectors[0])
-    forced = await explain(engine, picked[0], vectors[0], PLANS["hnsw"])
-    return lines, planned, forced
-
-
-async def measure(url: str, layout: Layout, facts: dict[str, float], queries: int) -> None:
+async def measure(
+    url: str, layout: Layout, facts: dict[str, float], n: int, k: int, partitions: int,
+) -> None:
     engine = create_memory_engine(url, pool_size=2)
     try:
+        raw = await _connect(url)
+        await _drop_statistics(raw)  # left over by an interrupted run
+        await raw.close()
         await print_setup(engine, facts)
-        print(f"\n{queries} queries per user, p50 / p95 in ms at the client (memory engine).")
+        # Two cores: anything else running moves the figures; the load average says if it did.
+        print(f"\nload average (1 min) at the start: {os.getloadavg()[0]:.2f}")
+        print(f"{n} queries per user, p50 / p95 in ms at the client (memory engine); the dense "
+              f"list is {k} long (LIMIT {k}).")
         print("| memories | plan chosen | production | exact | exact/prod. p50 | HNSW forced | "
-              "recall@40 prod. | recall@40 HNSW | fewest rows | whole candidate stmt | peer |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
-        plans = []
-        for i, owner in enumerate(layout.owners()[:len(layout.sizes)]):
-            plans.append(await measure_big(engine, layout, i, owner, queries))
-        lines, planned, forced = await measure_small(engine, layout, queries)
-        if lines:
-            print(f"\nsmall users ({SMALL_ROWS} memories each), one query each, "
-                  f"a full answer = {min(K, SMALL_ROWS)} rows")
-            print("| plan | p50 / p95 ms | full answers | fewest rows | recall@40 |")
+              f"recall@{k} prod., lost, distance | recall@{k} HNSW | fewest rows prod. / HNSW | "
+              "whole candidate stmt | peer |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+        measured, plans = [], []
+        for owner in layout.measured():
+            measured.append(await queries(engine, layout, [owner], n, k))
+            row, plan = await measure_user(engine, measured[-1])
+            plans.append(plan)
+            print(row, flush=True)
+        small = None
+        if layout.small_users:
+            picked = np.random.default_rng([layout.seed, 3]).permutation(layout.small_users)[:n]
+            owners = [layout.small()[i] for i in picked]
+            small = await queries(engine, layout, owners, len(picked), k)
+            print(f"\n{len(picked)} small users ({SMALL_ROWS} memories each), one query each; "
+                  f"a full answer is {min(k, SMALL_ROWS)} rows")
+            print(f"| plan | p50 / p95 ms | full answers | fewest rows | recall@{k} |")
             print("|---|---|---|---|---|")
-            print("\n".join(lines))
-        for (_, plan), owner in zip(plans, layout.owners(), strict=False):
-            print(f"\nEXPLAIN (ANALYZE, BUFFERS), production query, {owner.rows:,} memories:")
-            print(plan)
-        if lines:
-            print(f"\nEXPLAIN (ANALYZE, BUFFERS), production query, a {SMALL_ROWS}-row user:")
-            print(planned)
-            print(f"\nthe same, HNSW forced (enable_sort=off):\n{forced}")
+            print("\n".join(await measure_small(engine, small)), flush=True)
+        for q, plan in zip(measured, plans, strict=True):
+            print(f"\nEXPLAIN (ANALYZE, BUFFERS), production, {q.owner.rows:,} memories:\n{plan}")
+        if small:
+            for name, settings in (("production", ()), ("HNSW forced", HNSW)):
+                plan = await explain(engine, DENSE, small.owner, small.vectors[0], k, settings)
+                print(f"\nEXPLAIN (ANALYZE, BUFFERS), {name}, a {SMALL_ROWS}-row user:\n{plan}")
+        print("\nexperiments")
+        rows = []
+        for variant in experiments(partitions):
+            rows += await measure_variant(engine, url, variant, measured, small)
+        print(f"| experiment | memories | plan chosen | p50 / p95 ms | "
+              f"recall@{k}, lost, distance | full answers |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(rows))
+        print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.2f}")
     finally:
         await engine.dispose()
 
@@ -453,27 +638,36 @@ async def measure(url: str, layout: Layout, facts: dict[str, float], queries: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--mid-sizes", default="1000,3000",
+                        help="users between small and big, where starved HNSW scans would show")
     parser.add_argument("--small-users", type=int, default=2000)
     parser.add_argument("--tenants", type=int, default=10)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--candidates", type=int, default=RecallConfig().candidates,
+                        help="the dense list's length (LIMIT); recall's default unless given")
+    parser.add_argument("--partitions", type=int, default=16, help="0 skips that experiment")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--datadir", type=Path, default=Path("/tmp/jin_scale_pg"))
-    parser.add_argument("--shared-buffers", default="6GB")
+    parser.add_argument("--shared-buffers", default="12GB",
+                        help="room for the table and its partitioned copy, hot")
     parser.add_argument("--fresh", action="store_true", help="load again even if loaded")
     args = parser.parse_args()
-    sizes = tuple(int(n) for n in args.sizes.split(","))
-    layout = Layout(sizes, args.small_users, args.tenants, args.seed)
+    layout = Layout(
+        tuple(int(n) for n in args.sizes.split(",")),
+        tuple(int(n) for n in args.mid_sizes.split(",") if n),
+        args.small_users, args.tenants, args.seed,
+    )
     server = start_server(args.datadir, args.shared_buffers)
     url = server.get_uri(layout.database)
-    print(f"database {layout.database}: {layout.rows:,} rows, {len(layout.owners()):,} users")
+    print(f"database {layout.database}: {layout.rows:,} rows, "
+          f"{len(layout.measured()) + layout.small_users:,} users")
     facts = asyncio.run(database_state(server.get_uri(), layout, args.fresh))
     if facts is None:
         migrate(url)
-        facts = asyncio.run(load(url, layout))
-        asyncio.run(mark_loaded(server.get_uri(), layout, facts))
+        facts = asyncio.run(load(url, server.get_uri(), layout))
     else:
-        print("loaded earlier: measuring only (--fresh loads again)")
-    asyncio.run(measure(url, layout, facts, args.queries))
+        print("loaded by an earlier run: measuring only (--fresh loads again)")
+    asyncio.run(measure(url, layout, facts, args.queries, args.candidates, args.partitions))
 
 
 if __name__ == "__main__":
