@@ -1,10 +1,10 @@
-"""Recall at scale: the production dense query over one table of ~1.3M message embeddings.
+"""Recall at scale: the production dense query over ~1.3M message embeddings of many users.
 
     python -m bench.recall_scale --sizes 10000,100000,1000000 --small-users 2000 --queries 200 \\
         --datadir /tmp/jin_scale_pg
     python -m bench.recall_scale --sizes 10000,100000 --datadir /tmp/jin_scale_pg     # quick
 
-One table (the schema of the migrations) holds a user of each of --sizes and --mid-sizes rows and
+The table of the migrations holds a user of each of --sizes and --mid-sizes rows and
 --small-users users of 100 rows, spread over --tenants tenants, their rows interleaved in time as
 traffic leaves them. Vectors are synthetic and clustered: 200 topics x 20 subtopics, a row is a
 subtopic plus noise, unit length; queries are drawn the same way. For each measured user, the
@@ -15,12 +15,13 @@ prints p50/p95 at the client, exact/production ratios, recall@k against exact (k
 RecallConfig.candidates unless --candidates), EXPLAIN (ANALYZE, BUFFERS) per user, the table and
 index sizes and the HNSW build time; small users must get min(k, rows) rows back. Then
 experiments, each undone or kept apart from the migrated table: higher hnsw.ef_search values,
-extended statistics on the owner columns, and a copy of the table hash-partitioned by owner.
+extended statistics on the owner columns, and the same rows copied into another layout
+(--copy-partitions: 0, the default, is one unpartitioned table; N is N hash partitions by owner).
 Never passes or fails on time.
 
-The embedded Postgres lives in --datadir and keeps the loaded database (and the partitioned
-copy): a later run of the same layout measures without loading (--fresh loads anew, as it must
-after a migration changes). The HNSW index is dropped for the bulk load and built afterwards;
+The embedded Postgres lives in --datadir and keeps the loaded database (and the copy): a later
+run of the same layout measures without loading (--fresh loads anew, as it must after a
+migration changes). The HNSW index is dropped for the bulk load and built afterwards;
 that build is the time reported.
 
 This module runs past the ~400 lines of STYLE.md: it is one benchmark, read top to bottom, with
@@ -72,7 +73,7 @@ def _dense_list() -> TextClause:
 
 
 DENSE = _dense_list()
-PARTITIONED = text(str(DENSE).replace("FROM message_embeddings", "FROM bench_part"))
+COPIED = text(str(DENSE).replace("FROM message_embeddings", "FROM bench_copy"))
 
 Settings = tuple[tuple[str, str], ...]
 # Session settings that force a plan. PG 18's enable_indexscan=off also disables index-only
@@ -236,7 +237,8 @@ async def load(url: str, server_url: str, layout: Layout) -> dict[str, float]:
     """Chats, messages and embeddings in chunks, then the HNSW index; returns the timings."""
     conn = await _connect(url)
     await conn.execute("SET synchronous_commit = off")
-    hnsw = await conn.fetchval("SELECT pg_get_indexdef('message_embeddings_hnsw'::regclass)")
+    hnsw = _whole(await conn.fetchval(
+        "SELECT pg_get_indexdef('message_embeddings_hnsw'::regclass)"))
     await conn.execute("DROP INDEX message_embeddings_hnsw")
     owners = layout.measured() + layout.small()
     await conn.copy_records_to_table("chats", columns=["id", "tenant_id", "user_id"], records=[
@@ -270,6 +272,11 @@ async def load(url: str, server_url: str, layout: Layout) -> dict[str, float]:
     await conn.execute(f"COMMENT ON DATABASE {layout.database} IS '{json.dumps(facts)}'")
     await conn.close()
     return facts
+
+
+def _whole(index_definition: str) -> str:
+    """An index definition that builds on every partition: a partitioned parent's says ON ONLY."""
+    return index_definition.replace(" ON ONLY ", " ON ")
 
 
 _WORDS = [a + b for a in ("ka", "lo", "mi", "nu", "pe", "ri", "so", "tu", "va", "ze")
@@ -456,34 +463,48 @@ class Variant:
     undo: Callable[[Any], Awaitable[None]] | None = None
 
 
+# With TOAST and indexes, over the partitions if any (pg_partition_tree is empty for a table
+# that is not partitioned).
+_TOTAL_SIZE = """SELECT coalesce((SELECT sum(pg_total_relation_size(relid))::bigint
+                           FROM pg_partition_tree($1::text::regclass)),
+                          pg_total_relation_size($1::text::regclass))"""
+_LEAVES = ("SELECT relid::regclass::text FROM pg_partition_tree('message_embeddings') "
+           "WHERE isleaf ORDER BY 1")
+
+
 async def _create_statistics(conn: Any) -> str:
-    await conn.execute("CREATE STATISTICS bench_owner (dependencies) "
-                       "ON tenant_id, user_id FROM message_embeddings")
+    """On every leaf: a plan pruned to one partition reads that partition's statistics."""
+    for i, (leaf,) in enumerate(await conn.fetch(_LEAVES)):
+        await conn.execute(f"CREATE STATISTICS bench_owner_{i} (dependencies) "
+                           f"ON tenant_id, user_id FROM {leaf}")
     await conn.execute("ANALYZE message_embeddings")
-    return "CREATE STATISTICS bench_owner (dependencies) ON tenant_id, user_id; ANALYZE"
+    return "CREATE STATISTICS (dependencies) ON tenant_id, user_id on each partition; ANALYZE"
 
 
 async def _drop_statistics(conn: Any) -> None:
-    if await conn.fetchval("SELECT 1 FROM pg_statistic_ext WHERE stxname = 'bench_owner'"):
-        await conn.execute("DROP STATISTICS bench_owner")
+    names = await conn.fetch(
+        "SELECT stxname FROM pg_statistic_ext WHERE stxname LIKE 'bench_owner%'")
+    for (name,) in names:
+        await conn.execute(f"DROP STATISTICS {name}")
+    if names:
         await conn.execute("ANALYZE message_embeddings")
 
 
-async def _partition(partitions: int, conn: Any) -> str:
-    """bench_part: message_embeddings hash-partitioned by owner, with the migration's indexes
-    but the primary key (a partitioned table's key must hold the partition key)."""
-    note = await conn.fetchval("SELECT obj_description(to_regclass('bench_part'), 'pg_class')")
+async def _copy(partitions: int, conn: Any) -> str:
+    """bench_copy: the rows of message_embeddings in another layout, one table (0) or hash
+    partitioned by owner, with the migration's indexes but the primary key."""
+    note = await conn.fetchval("SELECT obj_description(to_regclass('bench_copy'), 'pg_class')")
     if note and json.loads(note)["partitions"] == partitions:
         return f"built by an earlier run: {note}"
-    await conn.execute("DROP TABLE IF EXISTS bench_part")
-    await conn.execute("CREATE TABLE bench_part (LIKE message_embeddings INCLUDING DEFAULTS) "
-                       "PARTITION BY HASH (tenant_id, user_id)")
+    await conn.execute("DROP TABLE IF EXISTS bench_copy")
+    await conn.execute("CREATE TABLE bench_copy (LIKE message_embeddings INCLUDING DEFAULTS)"
+                       + (" PARTITION BY HASH (tenant_id, user_id)" if partitions else ""))
     for i in range(partitions):
-        await conn.execute(f"CREATE TABLE bench_part_{i} PARTITION OF bench_part "
+        await conn.execute(f"CREATE TABLE bench_copy_{i} PARTITION OF bench_copy "
                            f"FOR VALUES WITH (MODULUS {partitions}, REMAINDER {i})")
     started = time.perf_counter()
     await conn.execute(
-        "INSERT INTO bench_part SELECT * FROM message_embeddings ORDER BY created_at")
+        "INSERT INTO bench_copy SELECT * FROM message_embeddings ORDER BY created_at")
     facts: dict[str, Any] = {"partitions": partitions, "copy_s": time.perf_counter() - started}
     await conn.execute("SET maintenance_work_mem = '8GB'")
     await conn.execute("SET max_parallel_maintenance_workers = 1")
@@ -493,25 +514,25 @@ async def _partition(partitions: int, conn: Any) -> str:
         "WHERE i.indrelid = 'message_embeddings'::regclass AND NOT i.indisprimary"
     ):
         started = time.perf_counter()
-        await conn.execute(definition.replace("message_embeddings", "bench_part"))
+        await conn.execute(_whole(definition).replace("message_embeddings", "bench_copy"))
         facts[f"{name.removeprefix('message_embeddings_')}_build_s"] = time.perf_counter() - started
-    await conn.execute("VACUUM (ANALYZE) bench_part")
-    facts["bytes"] = await conn.fetchval(
-        "SELECT sum(pg_total_relation_size(relid))::bigint FROM pg_partition_tree('bench_part')")
+    await conn.execute("VACUUM (ANALYZE) bench_copy")
+    facts["bytes"] = await conn.fetchval(_TOTAL_SIZE, "bench_copy")
     facts = {k: round(v, 1) if isinstance(v, float) else v for k, v in facts.items()}
-    await conn.execute(f"COMMENT ON TABLE bench_part IS '{json.dumps(facts)}'")
+    await conn.execute(f"COMMENT ON TABLE bench_copy IS '{json.dumps(facts)}'")
     return f"built: {json.dumps(facts)}"
 
 
-def experiments(partitions: int) -> list[Variant]:
+def experiments(copy_partitions: int | None) -> list[Variant]:
     found = [
         Variant("hnsw.ef_search = 100", settings=(("hnsw.ef_search", "100"),)),
         Variant("hnsw.ef_search = 400", settings=(("hnsw.ef_search", "400"),)),
         Variant("extended statistics", prepare=_create_statistics, undo=_drop_statistics),
     ]
-    if partitions:
-        found.append(Variant(f"{partitions} hash partitions by owner", PARTITIONED,
-                             prepare=partial(_partition, partitions)))
+    if copy_partitions is not None:
+        name = (f"copy in {copy_partitions} hash partitions" if copy_partitions
+                else "copy as one table")
+        found.append(Variant(name, COPIED, prepare=partial(_copy, copy_partitions)))
     return found
 
 
@@ -559,20 +580,27 @@ async def print_setup(engine: AsyncEngine, facts: dict[str, float]) -> None:
              "plan_cache_mode", "hnsw.ef_search", "hnsw.iterative_scan", "hnsw.max_scan_tuples",
              "random_page_cost", "effective_cache_size"],
         )
+        # Summed over the partitions, if any (a partitioned parent itself holds nothing).
         sizes = await raw.fetch("""
-            SELECT c.relname, pg_relation_size(c.oid) AS bytes FROM pg_class c
+            SELECT c.relname, coalesce((SELECT sum(pg_relation_size(relid))::bigint
+                                        FROM pg_partition_tree(c.oid)),
+                                       pg_relation_size(c.oid)) AS bytes
+            FROM pg_class c
             WHERE c.oid = 'message_embeddings'::regclass OR c.oid IN (
                 SELECT indexrelid FROM pg_index WHERE indrelid = 'message_embeddings'::regclass)
             ORDER BY bytes DESC""")
-        total = await raw.fetchval("SELECT pg_total_relation_size('message_embeddings')")
+        total = await raw.fetchval(_TOTAL_SIZE, "message_embeddings")
+        partitions = await raw.fetchval("SELECT count(*) FROM pg_partition_tree("
+                                        "'message_embeddings') WHERE isleaf AND level > 0")
         messages = await raw.fetchval("SELECT pg_total_relation_size('messages')")
         count = await raw.fetchval("SELECT count(*) FROM message_embeddings")
         version = await raw.fetchval("SELECT extversion FROM pg_extension WHERE extname='vector'")
         pg = await raw.fetchval("SHOW server_version")
     print(f"\nPostgreSQL {pg}, pgvector {version}; "
           + ", ".join(f"{r['name']}={r['value']}" for r in shown))
-    print(f"\nmessage_embeddings: {count:,} rows, {_size(total)} in all, with TOAST and indexes "
-          f"(messages: {_size(messages)})")
+    layout = f"{partitions} hash partitions by owner" if partitions else "one table"
+    print(f"\nmessage_embeddings ({layout}): {count:,} rows, {_size(total)} in all, with TOAST "
+          f"and indexes (messages: {_size(messages)})")
     for row in sizes:
         print(f"  {row['relname']:<32} {_size(row['bytes'])}")
     print(f"load: {facts['rows_per_s']:,.0f} rows/s ({facts['load_s']:.0f} s, without the HNSW "
@@ -584,7 +612,8 @@ def _size(n: int) -> str:
 
 
 async def measure(
-    url: str, layout: Layout, facts: dict[str, float], n: int, k: int, partitions: int,
+    url: str, layout: Layout, facts: dict[str, float], n: int, k: int,
+    copy_partitions: int | None,
 ) -> None:
     engine = create_memory_engine(url, pool_size=2)
     try:
@@ -624,7 +653,7 @@ async def measure(
                 print(f"\nEXPLAIN (ANALYZE, BUFFERS), {name}, a {SMALL_ROWS}-row user:\n{plan}")
         print("\nexperiments")
         rows = []
-        for variant in experiments(partitions):
+        for variant in experiments(copy_partitions):
             rows += await measure_variant(engine, url, variant, measured, small)
         print(f"| experiment | memories | plan chosen | p50 / p95 ms | "
               f"recall@{k}, lost, distance | full answers |")
@@ -645,7 +674,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--candidates", type=int, default=RecallConfig().candidates,
                         help="the dense list's length (LIMIT); recall's default unless given")
-    parser.add_argument("--partitions", type=int, default=16, help="0 skips that experiment")
+    parser.add_argument("--copy-partitions", type=int, default=0,
+                        help="layout of the copy experiment: 0 one table, N hash partitions")
+    parser.add_argument("--no-copy", action="store_true", help="skip the copy experiment")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--datadir", type=Path, default=Path("/tmp/jin_scale_pg"))
     parser.add_argument("--shared-buffers", default="12GB",
@@ -667,7 +698,8 @@ def main() -> None:
         facts = asyncio.run(load(url, server.get_uri(), layout))
     else:
         print("loaded by an earlier run: measuring only (--fresh loads again)")
-    asyncio.run(measure(url, layout, facts, args.queries, args.candidates, args.partitions))
+    copy = None if args.no_copy else args.copy_partitions
+    asyncio.run(measure(url, layout, facts, args.queries, args.candidates, copy))
 
 
 if __name__ == "__main__":
