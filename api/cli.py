@@ -7,7 +7,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic import ValidationError
@@ -75,21 +76,29 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def _migrated(settings: Settings) -> Iterator[str]:
+    """The database URL, migrated to head; an embedded Postgres started here stops after."""
+    from api.database import migrate
+
+    url, stop_database = _database(settings)
+    try:
+        migrate(url, embedding_dim=settings.embedding_dim)
+        yield url
+    finally:
+        if stop_database is not None:
+            stop_database()
+
+
 def _reindex(args: argparse.Namespace) -> int:
     """Re-embed every message and fact with the configured embedder (resumable)."""
     import asyncio
 
-    from api.database import migrate
     from api.reindex import reindex
 
     settings = Settings()
-    url, stop_database = _database(settings)
-    try:
-        migrate(url, embedding_dim=settings.embedding_dim)
+    with _migrated(settings) as url:
         done = asyncio.run(reindex(settings, url))
-    finally:
-        if stop_database is not None:
-            stop_database()
     print(json.dumps(done))
     return 0
 
@@ -100,15 +109,8 @@ def _bench(args: argparse.Namespace) -> int:
     from bench.recall import run_recall_bench
 
     settings = Settings()
-    url, stop_database = _database(settings)
-    try:
-        from api.database import migrate
-
-        migrate(url, embedding_dim=settings.embedding_dim)
+    with _migrated(settings) as url:
         return asyncio.run(run_recall_bench(settings, url, args))
-    finally:
-        if stop_database is not None:
-            stop_database()
 
 
 def _chat(args: argparse.Namespace) -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,7 +239,7 @@ class Indexer:
                 return False
             await asyncio.sleep(min(self.config.poll_seconds, deadline - loop.time()))
 
-    async def run(self, on_progress: Callable[[int], Any] | None = None) -> None:
+    async def run(self) -> None:
         """Drain forever; woken by `wake()`, else every idle tick. Provider failures back off."""
         backoff = 0.0
         while True:
@@ -256,8 +255,6 @@ class Indexer:
                 log.exception("indexing failed")
                 await asyncio.sleep(self.config.idle_seconds)
                 continue
-            if batch.indexed and on_progress is not None:
-                on_progress(batch.indexed)
             if batch.claimed < self.config.batch_size:
                 self._wake.clear()
                 try:

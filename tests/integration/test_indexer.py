@@ -8,7 +8,6 @@ import io
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -16,29 +15,18 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_memory_engine
 from api.reindex import reindex
 from api.settings import Settings
-from chat.ports import ImportedMessage, NewChat
-from chat.store import PostgresChatStore
-from chat.types import ModelSettings
 from llm.embeddings import OpenAIEmbedder
 from llm.errors import ProviderHTTPError
 from llm.openai import new_session
 from llm.testing import FakeOpenAIServer
 from llm.types import ProviderConfig
 from memory.indexer import Indexer, IndexerConfig
+from tests.integration.history import import_chat
 
 POISON = "\u2620POISON\u2620"  # the fake embedder answers 400 to a batch holding this
-T0 = datetime(2026, 10, 1, tzinfo=UTC)
 MODEL = "fake-384"  # the test database holds 384-dimensional vectors, the fake's default
-
-
-@pytest.fixture
-async def memory_db(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_memory_engine(database_url, pool_size=2)
-    yield engine
-    await engine.dispose()
 
 
 @pytest.fixture
@@ -61,18 +49,6 @@ def _indexer(db: AsyncEngine, url: str, http: aiohttp.ClientSession, **config: A
     return Indexer(db, embedder, MODEL, IndexerConfig(**config))
 
 
-async def _chat_with(
-    engine: AsyncEngine, tenant: str, user: str, lines: list[str]
-) -> tuple[uuid.UUID, list[uuid.UUID]]:
-    chats = PostgresChatStore(engine)
-    chat = await chats.create_chat(NewChat(tenant, user, "", "", ModelSettings(), "queue"))
-    rows = [ImportedMessage("user" if i % 2 == 0 else "assistant", line, 10,
-                            T0 + timedelta(minutes=i)) for i, line in enumerate(lines)]
-    ids = await chats.import_messages(tenant, chat.id, rows)
-    assert ids is not None
-    return chat.id, ids
-
-
 async def _ids(engine: AsyncEngine, sql: str) -> set[uuid.UUID]:
     async with engine.connect() as conn:
         return {row[0] for row in await conn.execute(text(sql))}
@@ -87,9 +63,9 @@ async def test_a_message_the_embedder_rejects_is_parked_and_everything_else_is_i
     engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
-    chat_a, ana = await _chat_with(engine, "t1", "ana", [
+    chat_a, ana = await import_chat(engine, "t1", "ana", [
         "hello there", f"the {POISON} message", "third line", "fourth line", "fifth line"])
-    chat_b, ben = await _chat_with(engine, "t2", "ben", ["ben one", "ben two", "ben three"])
+    chat_b, ben = await import_chat(engine, "t2", "ben", ["ben one", "ben two", "ben three"])
     indexer = _indexer(memory_db, embedder_server[1], http, batch_size=4, idle_seconds=0.05)
     worker = asyncio.create_task(indexer.run())  # as a serving worker drains the queue
     try:
@@ -119,7 +95,7 @@ async def test_a_provider_that_fails_blames_no_message(
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     server, url = embedder_server
-    _, ids = await _chat_with(engine, "t", "ana", ["one", "two", "three"])
+    _, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
     indexer = _indexer(memory_db, url, http)
     for status in (503, 429, 401):  # down, rate-limited, misconfigured: not the messages' fault
         server.embed_status = status
@@ -137,7 +113,7 @@ async def test_reindex_ends_with_parked_messages_reports_them_and_retries_them_n
     engine: AsyncEngine, database_url: str, embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     server, url = embedder_server
-    _, ids = await _chat_with(engine, "t", "ana", ["one", f"a {POISON} here", "three", "four"])
+    _, ids = await import_chat(engine, "t", "ana", ["one", f"a {POISON} here", "three", "four"])
     settings = Settings(database_url=database_url, embedder_url=url, embedder_model=MODEL,
                         embedding_dim=384, indexer_batch_size=2)
     out = io.StringIO()
@@ -158,11 +134,11 @@ async def test_live_messages_are_indexed_before_backfill(
     engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
-    await _chat_with(engine, "t", "ana", ["old one", "old two", "old three"])
+    await import_chat(engine, "t", "ana", ["old one", "old two", "old three"])
     # Queued earlier, as backfill: what the 0003 upgrade, `jin reindex` and a resize queue.
     await _sql(engine, "UPDATE recall_queue SET priority = 1, "
                        "enqueued_at = now() - interval '1 hour'")
-    _, live = await _chat_with(engine, "t", "ana", ["live one", "live two"])
+    _, live = await import_chat(engine, "t", "ana", ["live one", "live two"])
     indexer = _indexer(memory_db, embedder_server[1], http, batch_size=2)
     assert await indexer.drain_once() == 2
     assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(live)
@@ -172,7 +148,7 @@ async def test_index_chat_waits_for_what_another_worker_is_indexing(
     engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
-    chat, ids = await _chat_with(engine, "t", "ana", ["one", "two", "three"])
+    chat, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
     slow = FakeOpenAIServer(embed_delay=0.5)
     slow_url = slow.start()
     try:
@@ -195,7 +171,7 @@ async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after
     engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
-    chat, ids = await _chat_with(engine, "t", "ana", ["one", "two", "three"])
+    chat, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
     indexer = _indexer(memory_db, embedder_server[1], http)
     held = f"('{ids[0]}', '{ids[1]}')"
     # A worker that died holding two rows, with a minute to go on its claim.

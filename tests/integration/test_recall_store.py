@@ -7,38 +7,21 @@ import io
 import random
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_engine, create_memory_engine, downgrade, migrate
+from api.database import create_engine, downgrade, migrate
 from api.reindex import reindex
 from api.settings import Settings
-from chat.ports import ImportedMessage, NewChat
-from chat.store import PostgresChatStore
-from chat.types import ModelSettings
 from llm.onnx_embedder import OnnxMiniLM
 from llm.testing import FakeOpenAIServer
 from memory.indexer import Indexer, IndexerConfig
 from memory.recall import RecallConfig
 from memory.search import PostgresRecall
 from memory.store import PostgresFactStore
-
-T0 = datetime(2026, 10, 1, tzinfo=UTC)
-
-
-@pytest.fixture(scope="module")
-def minilm() -> OnnxMiniLM:
-    return OnnxMiniLM()
-
-
-@pytest.fixture
-async def memory_db(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_memory_engine(database_url, pool_size=2)
-    yield engine
-    await engine.dispose()
+from tests.integration.history import import_chat
 
 
 @pytest.fixture
@@ -46,16 +29,6 @@ def small_embedder() -> Iterator[tuple[FakeOpenAIServer, str]]:
     server = FakeOpenAIServer(embed_dim=16)
     yield server, server.start()
     server.stop()
-
-
-async def _chat_with(engine: AsyncEngine, user: str, lines: list[str]) -> list[uuid.UUID]:
-    chats = PostgresChatStore(engine)
-    chat = await chats.create_chat(NewChat("t", user, "", "", ModelSettings(), "queue"))
-    rows = [ImportedMessage("user" if i % 2 == 0 else "assistant", line, 10,
-                            T0 + timedelta(minutes=i)) for i, line in enumerate(lines)]
-    ids = await chats.import_messages("t", chat.id, rows)
-    assert ids is not None
-    return ids
 
 
 async def _count(engine: AsyncEngine, sql: str) -> int:
@@ -66,7 +39,7 @@ async def _count(engine: AsyncEngine, sql: str) -> int:
 async def test_imported_messages_are_indexed_in_batches_and_recalled_per_user(
     engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
-    mine = await _chat_with(engine, "ana", [
+    _, mine = await import_chat(engine, "t", "ana", [
         "My daughter's school play is on Friday at six",
         "Break a leg to her!",
         "Моя сестра живёт в Казани и работает врачом",
@@ -74,7 +47,7 @@ async def test_imported_messages_are_indexed_in_batches_and_recalled_per_user(
         "Мій брат переїхав до Одеси минулого року",
         "Чудово.",
     ])
-    await _chat_with(engine, "ben", ["Ben's daughter has a school play on Friday too"])
+    await import_chat(engine, "t", "ben", ["Ben's daughter has a school play on Friday too"])
     indexer = Indexer(memory_db, minilm, minilm.name, IndexerConfig(batch_size=4))
     assert await indexer.drain_once() == 4  # a batch at a time
     assert await indexer.index_chat(uuid.uuid4())  # a chat with nothing queued
@@ -104,9 +77,9 @@ async def test_reindex_moves_to_a_model_of_another_size_and_resumes_where_it_sto
     engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM, database_url: str,
     small_embedder: tuple[FakeOpenAIServer, str],
 ) -> None:
-    await _chat_with(engine, "ana", [f"message number {i} about topic {i % 3}" for i in range(12)])
-    await Indexer(memory_db, minilm, minilm.name).index_chat(
-        (await PostgresChatStore(engine).list_chats("t", "ana", None, 1))[0].id)
+    chat_id, _ = await import_chat(
+        engine, "t", "ana", [f"message number {i} about topic {i % 3}" for i in range(12)])
+    await Indexer(memory_db, minilm, minilm.name).index_chat(chat_id)
     facts = PostgresFactStore(memory_db, minilm, minilm.name)
     await facts.remember("t", "ana", ["Ana prefers window seats"], [])
 
