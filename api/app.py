@@ -216,6 +216,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         http = new_session(
             connect_timeout=settings.provider_connect_timeout,
             read_timeout=settings.provider_read_timeout,
+            total_timeout=settings.provider_total_timeout,
         )
         if not brain.embedded and brain.context_window is None:
             brain = await _discover_window(brain, http)

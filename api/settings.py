@@ -94,7 +94,16 @@ class Settings(BaseSettings):
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
     provider_connect_timeout: float = Field(default=10.0, gt=0)
-    provider_read_timeout: float = Field(default=120.0, gt=0)
+    provider_read_timeout: float = Field(default=120.0, gt=0)  # between two chunks
+    provider_total_timeout: float = Field(default=600.0, gt=0)  # a whole call, streamed or not
+
+    # Access. Keys live hashed in Postgres (`jin keys create`); once one exists every route but
+    # health needs one. With none, jin serves only on a loopback address, as tenant "default".
+    auth_cache_seconds: float = Field(default=5.0, ge=0)  # how soon a revoked key stops working
+    rate_limit_per_minute: int = Field(default=600, ge=0)  # per key, per worker; 0 = off
+    rate_limit_burst: int | None = Field(default=None, gt=0)  # unset: the per-minute figure
+    max_concurrent_steps: int = Field(default=64, ge=1)  # per worker; more get 503
+    log_format: Literal["json", "text"] = "json"
 
     @field_validator("brain_url", "helper_url", "embedder_url")
     @classmethod

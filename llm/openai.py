@@ -31,11 +31,14 @@ from llm.types import CompletionRequest, Delta, Finish, ProviderConfig
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ValueError)
 
 
-def new_session(*, connect_timeout: float, read_timeout: float) -> aiohttp.ClientSession:
-    """The one session a worker shares for all model calls; the read timeout is per chunk."""
+def new_session(
+    *, connect_timeout: float, read_timeout: float, total_timeout: float | None = None
+) -> aiohttp.ClientSession:
+    """The one session a worker shares for all model calls: the read timeout is per chunk
+    (a server that hangs), the total one per call (a server that trickles forever)."""
     return aiohttp.ClientSession(
         timeout=aiohttp.ClientTimeout(
-            total=None, sock_connect=connect_timeout, sock_read=read_timeout
+            total=total_timeout, sock_connect=connect_timeout, sock_read=read_timeout
         ),
         connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30),
         read_bufsize=1 << 20,  # SSE lines up to 2 MiB (aiohttp allows twice the buffer)
