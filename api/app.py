@@ -17,10 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import problems
-from api.app_banner import EMBEDDED_BANNER
+from api.access import Access, RateLimiter, is_loopback
+from api.app_banner import EMBEDDED_BANNER, OPEN_BANNER
 from api.database import create_engine, create_memory_engine
+from api.edge import Edge
 from api.embedders import build_embedder, duplicate_cosine, served_dim
-from api.routes import chats, health, memories, messages
+from api.keys import KeyStore
+from api.metrics import Metrics
+from api.routes import chats, health, memories, messages, metrics
 from api.runtime import Runtime
 from api.settings import Settings
 from chat.abort_channel import AbortListener
@@ -190,9 +194,27 @@ async def _memory(
     return _Memory(provider, facts, recall, indexer, None)
 
 
+async def _access(settings: Settings, engine: AsyncEngine) -> Access:
+    """Keys from the database; with none, open on loopback only (loudly), else no start."""
+    keys = KeyStore(engine)
+    access = Access(keys, open_allowed=is_loopback(settings.host),
+                    cache_seconds=settings.auth_cache_seconds)
+    if await keys.any_live():
+        log.info("API keys required (Authorization: Bearer <key>)")
+    elif access.open_allowed:
+        log.warning(OPEN_BANNER)
+    else:
+        message = (f"no API key exists and jin is bound to {settings.host}, not a loopback "
+                   "address: create one with `jin keys create --tenant <tenant>` first")
+        log.error(message)
+        raise RuntimeError(message)
+    return access
+
+
 def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None) -> FastAPI:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (jin serve resolves it)")
+    meter = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -220,6 +242,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         )
         if not brain.embedded and brain.context_window is None:
             brain = await _discover_window(brain, http)
+        app.state.access = await _access(settings, engine)
         chats, counter = PostgresChatStore(engine), TiktokenCounter()
         memory_db = create_memory_engine(settings.database_url or "",
                                          pool_size=max(2, settings.db_pool_size // 4))
@@ -250,7 +273,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         runtime = Runtime(
             engine=engine, http=http, deps=deps,
             providers={"brain": brain, "helper": helper, "embedder": memory.provider},
-            memory_problem=memory.problem,
+            metrics=meter, memory_problem=memory.problem,
         )
         app.state.runtime = runtime
         listener = AbortListener(settings.database_url or "", runtime.abort_local)
@@ -274,13 +297,19 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
 
     app = FastAPI(title="jin", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
+    app.state.metrics = meter
+    # Outermost last: timing, then the edge (ids, key, limits), then the body limit.
     app.add_middleware(_BodyLimit, limit=settings.max_request_bytes)
+    app.add_middleware(
+        Edge, metrics=meter, max_steps=settings.max_concurrent_steps,
+        limiter=RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst))
     app.add_middleware(_Timing)
     problems.install(app)
     app.include_router(health.router)
     app.include_router(chats.router)
     app.include_router(messages.router)
     app.include_router(memories.router)
+    app.include_router(metrics.router)
     return app
 
 

@@ -4,3 +4,9 @@ EMBEDDED_BANNER = (
     "jin is answering with the embedded SmolLM2-135M: fine for a demo, not for real use. "
     "Set JIN_BRAIN_URL and JIN_BRAIN_MODEL to use a real model."
 )
+
+OPEN_BANNER = (
+    "NO API KEYS: anyone who can reach this address is let in, as tenant 'default'. "
+    "That is only allowed on a loopback address. Create a key with `jin keys create --tenant "
+    "<tenant>`; from then on every route but /healthz and /readyz needs one."
+)

@@ -7,12 +7,14 @@ import json
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from pydantic import ValidationError
 
+from api import logs
 from api.settings import Settings
 
 DIM, RESET, BOLD = "\x1b[2m", "\x1b[0m", "\x1b[1m"
@@ -45,11 +47,16 @@ def _serve(args: argparse.Namespace) -> int:
     settings = settings.model_copy(update={**overrides, "database_url": url})
     common: dict[str, Any] = {
         "host": settings.host, "port": settings.port, "log_level": settings.log_level,
-        "timeout_graceful_shutdown": 10,
+        "timeout_graceful_shutdown": 10, "access_log": False,  # the edge logs requests
+        "log_config": logs.config(settings.log_level, settings.log_format),
     }
     if args.workers > 1:
-        # Worker processes build their app from the environment; hand them the resolved URL.
+        # Worker processes build their app from the environment; hand them the resolved URL
+        # and the bind (keys are required off loopback), and a directory where each writes its
+        # metrics so that /metrics on any of them sums all.
         os.environ["JIN_DATABASE_URL"] = url
+        os.environ["JIN_HOST"] = settings.host
+        os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="jin-metrics-"))
         try:
             uvicorn.run("api.app:app_from_env", factory=True, workers=args.workers, **common)
         finally:
@@ -113,6 +120,56 @@ def _bench(args: argparse.Namespace) -> int:
         return asyncio.run(run_recall_bench(settings, url, args))
 
 
+def _keys(args: argparse.Namespace) -> int:
+    """Create, list or revoke API keys; a new key is printed once and never stored."""
+    import asyncio
+
+    from api.database import create_engine
+    from api.keys import BadKeyRequest, KeyStore
+
+    async def run(url: str) -> int:
+        engine = create_engine(url, pool_size=1)
+        keys = KeyStore(engine)
+        try:
+            if args.keys == "create":
+                key, secret = await keys.create(args.tenant, args.name, args.admin)
+                print(json.dumps({**key.to_json(), "key": secret}, indent=2))
+                print("Keep the key now: only its hash is stored.", file=sys.stderr)
+            elif args.keys == "list":
+                print(json.dumps([k.to_json() for k in await keys.list(args.tenant)], indent=2))
+            else:
+                print(json.dumps((await keys.revoke(args.key)).to_json(), indent=2))
+        except BadKeyRequest as exc:
+            print(f"jin keys: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await engine.dispose()
+        return 0
+
+    with _migrated(Settings()) as url:
+        return asyncio.run(run(url))
+
+
+def _audit(args: argparse.Namespace) -> int:
+    """Look for lost, duplicated or orphaned rows; exit 1 when there are any."""
+    import asyncio
+
+    from api.database import create_engine
+    from chat.audit import audit
+
+    async def run(url: str) -> int:
+        engine = create_engine(url, pool_size=1)
+        try:
+            result = await audit(engine)
+        finally:
+            await engine.dispose()
+        print(json.dumps(result.to_json(), indent=2))
+        return 0 if result.clean else 1
+
+    with _migrated(Settings()) as url:
+        return asyncio.run(run(url))
+
+
 def _chat(args: argparse.Namespace) -> int:
     """A terminal client: streams a conversation through the API, reasoning dimmed."""
     import httpx
@@ -120,7 +177,9 @@ def _chat(args: argparse.Namespace) -> int:
     from llm.sse import SSEDecoder
 
     base = args.url.rstrip("/")
-    with httpx.Client(timeout=httpx.Timeout(10.0, read=None)) as client:
+    key = args.key or Settings().api_key
+    auth = {"Authorization": f"Bearer {key}"} if key else {}
+    with httpx.Client(timeout=httpx.Timeout(10.0, read=None), headers=auth) as client:
         chat_id = args.chat
         if not chat_id:
             created = client.post(
@@ -197,19 +256,37 @@ def main(argv: list[str] | None = None) -> int:
     recall.add_argument("--keep", action="store_true", help="keep the ingested data")
     recall.set_defaults(func=_bench)
 
+    keys = sub.add_parser("keys", help="API keys: create, list, revoke")
+    keys_sub = keys.add_subparsers(dest="keys", required=True)
+    create = keys_sub.add_parser("create", help="a new key for a tenant (printed once)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--name", default="", help="what the key is for")
+    create.add_argument("--admin", action="store_true", help="may read /metrics, /v1/status")
+    listing = keys_sub.add_parser("list", help="keys (prefixes only, never secrets)")
+    listing.add_argument("--tenant")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by id or prefix")
+    revoke.add_argument("key", help="the id or the prefix shown by `jin keys list`")
+    keys.set_defaults(func=_keys)
+
+    audit = sub.add_parser("audit", help="look for lost, duplicated or orphaned rows")
+    audit.set_defaults(func=_audit)
+
     chat = sub.add_parser("chat", help="talk to a running jin from the terminal")
     chat.add_argument("--url", default="http://127.0.0.1:8000")
+    chat.add_argument("--key", help="an API key (default: JIN_API_KEY)")
     chat.add_argument("--chat", help="continue this chat id")
     chat.add_argument("--user", default="terminal-user")
     chat.add_argument("--system", default="You are a helpful assistant.")
     chat.set_defaults(func=_chat)
 
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
     try:
+        if args.command == "serve":
+            settings = Settings()
+            logs.configure(settings.log_level, settings.log_format)
+        else:  # commands for people at a terminal: plain lines
+            logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                                format="%(asctime)s %(levelname)s %(name)s %(message)s")
         return int(args.func(args))
     except ValidationError as exc:  # a bad JIN_* variable: say which, without a traceback
         for error in exc.errors():

@@ -77,6 +77,8 @@ def create_engine(
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_recycle=1800,
+        # Errors name the statement but never its parameters: they hold message text and keys.
+        hide_parameters=True,
         # Every statement here is hand-written and keyed on indexed columns, so the generic plan
         # of a prepared statement is the right one; planning it again on each step (what `auto`
         # does for the window query) cost more than executing it (bench/README.md).

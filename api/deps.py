@@ -14,8 +14,9 @@ async def _runtime(request: Request) -> Runtime:
 
 
 async def _tenant(request: Request) -> str:
-    # One tenant until API keys land; every store call is already scoped by it.
-    return request.app.state.runtime.tenant_id
+    """The tenant of the caller's key (api/edge.py put it there); every store call is scoped
+    by it."""
+    return request.state.tenant
 
 
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]

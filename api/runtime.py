@@ -16,6 +16,8 @@ from typing import Any
 import aiohttp
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from api import logs
+from api.metrics import Metrics
 from llm.types import ProviderConfig
 from orchestrator.events import MessageError, StepEvent
 from orchestrator.step import AbortSignal, StepDeps
@@ -29,8 +31,8 @@ class Runtime:
     http: aiohttp.ClientSession
     deps: StepDeps
     providers: dict[str, ProviderConfig | dict[str, Any]]
+    metrics: Metrics = field(default_factory=Metrics)
     memory_problem: str | None = None  # why memory is off, when it is
-    tenant_id: str = "default"
     running: dict[uuid.UUID, AbortSignal] = field(default_factory=dict)  # by step id
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -55,13 +57,17 @@ class Runtime:
         self, step_id: uuid.UUID, events: AsyncIterator[StepEvent],
         queue: asyncio.Queue[StepEvent | None], abort: AbortSignal,
     ) -> None:
+        logs.step_id.set(str(step_id))  # this task's own context: every line it logs names it
+        self.metrics.steps_running.inc()
         try:
             async for event in events:
+                self.metrics.observe(event)
                 queue.put_nowait(event)
         except Exception as exc:  # the streaming boundary: a last event and a log line
             log.exception("step failed unexpectedly")
             queue.put_nowait(MessageError(None, "internal_error", f"{type(exc).__name__}: {exc}"))
         finally:
+            self.metrics.steps_running.dec()
             self.running.pop(step_id, None)
             queue.put_nowait(None)
 

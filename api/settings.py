@@ -104,6 +104,7 @@ class Settings(BaseSettings):
     rate_limit_burst: int | None = Field(default=None, gt=0)  # unset: the per-minute figure
     max_concurrent_steps: int = Field(default=64, ge=1)  # per worker; more get 503
     log_format: Literal["json", "text"] = "json"
+    api_key: str | None = None  # the key `jin chat` sends (a client setting, not the server's)
 
     @field_validator("brain_url", "helper_url", "embedder_url")
     @classmethod

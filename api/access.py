@@ -1,0 +1,129 @@
+"""Who is calling, and whether they may call now: Bearer keys and a per-key rate limit.
+
+Keys are checked against Postgres and remembered for `cache_seconds`, so a revoked key stops
+working within that time on every worker and a step costs no extra query. Without any live key
+in the database jin is open, as tenant "default", but only on a loopback address: `jin serve`
+refuses to start otherwise, and a worker whose keys were all revoked while it ran answers 401.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from api.keys import KEY_START, KeyStore, hash_key
+
+OPEN_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class Caller:
+    tenant_id: str
+    key_id: uuid.UUID | None  # None: open mode, no key
+    admin: bool
+
+
+@dataclass(frozen=True)
+class Denied:
+    status: int
+    code: str
+    detail: str
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Access:
+    """Bearer header -> Caller or Denied, with a bounded cache of answers (good and bad)."""
+
+    def __init__(self, keys: KeyStore, *, open_allowed: bool, cache_seconds: float,
+                 cache_size: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+        self.keys, self.open_allowed = keys, open_allowed
+        self.cache_seconds, self.cache_size, self.clock = cache_seconds, cache_size, clock
+        self._answers: OrderedDict[bytes, tuple[float, Caller | None]] = OrderedDict()
+        self._open: tuple[float, bool] | None = None
+
+    async def is_open(self) -> bool:
+        """No live key anywhere and a loopback bind: everyone is let in."""
+        if not self.open_allowed:
+            return False
+        now = self.clock()
+        if self._open is None or now - self._open[0] >= self.cache_seconds:
+            self._open = (now, not await self.keys.any_live())
+        return self._open[1]
+
+    async def check(self, authorization: str | None) -> Caller | Denied:
+        if authorization is None:
+            if await self.is_open():
+                return Caller(OPEN_TENANT, None, admin=True)
+            return Denied(401, "missing_key", "send `Authorization: Bearer <key>`; "
+                          "an administrator makes keys with `jin keys create`")
+        scheme, _, secret = authorization.strip().partition(" ")
+        secret = secret.strip()
+        if scheme.lower() != "bearer" or not secret:
+            return Denied(401, "invalid_authorization",
+                          "the Authorization header must be `Bearer <key>`")
+        caller = await self._lookup(secret) if secret.startswith(KEY_START) else None
+        if caller is None:
+            return Denied(401, "invalid_key", "the key is unknown or revoked")
+        return caller
+
+    async def _lookup(self, secret: str) -> Caller | None:
+        digest, now = hash_key(secret), self.clock()
+        cached = self._answers.get(digest)
+        if cached is not None and now - cached[0] < self.cache_seconds:
+            return cached[1]
+        key = await self.keys.verify(secret)
+        caller = Caller(key.tenant_id, key.id, key.admin) if key else None
+        self._answers[digest] = (now, caller)
+        self._answers.move_to_end(digest)
+        while len(self._answers) > self.cache_size:
+            self._answers.popitem(last=False)
+        return caller
+
+
+class RateLimiter:
+    """A token bucket per key: `burst` requests at once, refilled at `per_minute`.
+
+    Per worker: behind a balancer over N workers a key gets up to N times the figure.
+    """
+
+    def __init__(self, per_minute: int, burst: int | None = None,
+                 clock: Callable[[], float] = time.monotonic, max_keys: int = 100_000) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = float(burst or per_minute)
+        self.clock, self.max_keys = clock, max_keys
+        self._buckets: OrderedDict[uuid.UUID, tuple[float, float]] = OrderedDict()
+
+    def take(self, key: uuid.UUID) -> float:
+        """0 when the request may go now; else the seconds until it may."""
+        if self.rate <= 0:
+            return 0.0
+        now = self.clock()
+        tokens, then = self._buckets.get(key, (self.capacity, now))
+        tokens = min(self.capacity, tokens + (now - then) * self.rate)
+        if tokens >= 1:
+            self._buckets[key] = (tokens - 1, now)
+            wait = 0.0
+        else:
+            self._buckets[key] = (tokens, now)
+            wait = (1 - tokens) / self.rate
+        self._buckets.move_to_end(key)
+        if len(self._buckets) > self.max_keys:
+            self._buckets.popitem(last=False)
+        return wait
+
+    @staticmethod
+    def retry_after(wait: float) -> str:
+        return str(max(1, math.ceil(wait)))

@@ -1,0 +1,120 @@
+"""The edge every request passes first: ids for the logs, the key, the limits, the counts.
+
+One plain ASGI class rather than a stack of middlewares: a step pays for it once. In order:
+a request id (the caller's `X-Request-Id` when sane, else a new one, echoed back); the chat id
+from the path, for the logs; the Bearer key (`/healthz` and `/readyz` need none; `/metrics` and
+`/v1/status` need an admin key); the key's rate limit (429); the worker's cap on concurrent
+steps (503); then the app, timed and counted, with one access line (no query string: the
+context endpoint takes message text there).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api import logs
+from api.access import Access, Caller, Denied, RateLimiter
+from api.metrics import Metrics
+from api.problems import problem_response
+
+log = logging.getLogger("jin.access")
+
+PUBLIC = frozenset({"/healthz", "/readyz"})
+ADMIN = frozenset({"/metrics", "/v1/status"})
+_CHAT = re.compile(r"^/v1/chats/([0-9a-fA-F-]{36})(?:/|$)")
+_STEP = re.compile(r"^/v1/chats/[^/]+/messages/?$")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class Edge:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, limiter: RateLimiter,
+                 max_steps: int) -> None:
+        self.app, self.metrics, self.limiter, self.max_steps = app, metrics, limiter, max_steps
+        self.steps_in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = dict(scope["headers"])
+        given = headers.get(b"x-request-id", b"").decode("latin-1")
+        rid = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        logs.request_id.set(rid)
+        path, method = scope["path"], scope["method"]
+        chat = _CHAT.match(path)
+        logs.chat_id.set(chat.group(1).lower() if chat else None)
+        logs.step_id.set(None)
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (b"x-request-id", rid.encode())]}
+            await send(message)
+
+        is_step = method == "POST" and bool(_STEP.match(path))
+        try:
+            refusal = await self._refusal(scope, headers, path, is_step)
+            if refusal is not None:
+                await refusal(scope, receive, send_with_id)
+                return
+            if is_step:
+                self.steps_in_flight += 1
+            try:
+                await self.app(scope, receive, send_with_id)
+            finally:
+                if is_step:
+                    self.steps_in_flight -= 1
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or ("unmatched" if status == 404 else path
+                                                         if path in PUBLIC | ADMIN else "other")
+            elapsed = time.perf_counter() - started
+            self.metrics.requests.labels(method, template, str(status)).inc()
+            self.metrics.request_seconds.labels(method, template).observe(elapsed)
+            log.info("%s %s %d", method, template, status,
+                     extra={"status": status, "ms": round(elapsed * 1000, 2)})
+
+    async def _refusal(self, scope: Scope, headers: dict[bytes, bytes], path: str,
+                       is_step: bool) -> JSONResponse | None:
+        """The answer that turns the request away, or None to let it in."""
+        if path in PUBLIC:
+            return None
+        access: Access = scope["app"].state.access
+        raw = headers.get(b"authorization")
+        caller = await access.check(raw.decode("latin-1") if raw is not None else None)
+        if isinstance(caller, Denied):
+            self.metrics.auth_failures.labels(caller.code).inc()
+            return problem_response(caller.status, caller.code, caller.detail,
+                                    headers={"WWW-Authenticate": 'Bearer realm="jin"'})
+        if path in ADMIN and not caller.admin:
+            self.metrics.auth_failures.labels("admin_only").inc()
+            return problem_response(403, "admin_only", f"{path} needs an admin key")
+        if caller.key_id is not None:
+            wait = self.limiter.take(caller.key_id)
+            if wait > 0:
+                self.metrics.rate_limited.inc()
+                return problem_response(
+                    429, "rate_limited", "this key is over its rate limit; retry later",
+                    headers={"Retry-After": RateLimiter.retry_after(wait)})
+        if is_step and self.steps_in_flight >= self.max_steps:
+            return problem_response(
+                503, "too_many_steps", f"this worker runs {self.max_steps} steps already",
+                headers={"Retry-After": "1"})
+        _remember(scope, caller)
+        return None
+
+
+def _remember(scope: Scope, caller: Caller) -> None:
+    state = scope.setdefault("state", {})
+    state["tenant"] = caller.tenant_id
+    state["caller"] = caller

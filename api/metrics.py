@@ -1,0 +1,81 @@
+"""Prometheus metrics of one worker, fed by the edge (requests) and by the step's own events.
+
+Under `jin serve --workers N` every worker writes to PROMETHEUS_MULTIPROC_DIR (the CLI sets
+it) and `/metrics` on any of them sums them all.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+from orchestrator.events import CompactionDone, MessageEnd, MessageError, StepEnd, StepEvent
+
+# A step waits on a model: seconds to minutes. The server's own share: milliseconds.
+_STEP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_FAST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("jin_http_requests", "HTTP requests answered",
+                                ["method", "route", "status"], registry=r)
+        self.request_seconds = Histogram(
+            "jin_http_request_seconds", "Time to answer a request (to the end of a stream)",
+            ["method", "route"], buckets=_STEP_BUCKETS, registry=r)
+        self.step_seconds = Histogram("jin_step_seconds", "Steps, from request to the end",
+                                      ["status"], buckets=_STEP_BUCKETS, registry=r)
+        self.step_overhead = Histogram(
+            "jin_step_overhead_seconds", "The server's own time per step (all but the model's)",
+            buckets=_FAST_BUCKETS, registry=r)
+        self.recall_seconds = Histogram("jin_recall_seconds", "Recall per step, query vector "
+                                        "included", buckets=_FAST_BUCKETS, registry=r)
+        self.tokens = Counter("jin_tokens", "Model tokens, as the provider counted them",
+                              ["direction"], registry=r)
+        self.compactions = Counter("jin_compactions", "Compaction passes by result",
+                                   ["result"], registry=r)
+        self.provider_errors = Counter("jin_provider_errors", "Failed model calls in steps",
+                                       ["code"], registry=r)
+        self.steps_running = Gauge("jin_steps_running", "Steps this worker runs now",
+                                   registry=r, multiprocess_mode="livesum")
+        self.rate_limited = Counter("jin_rate_limited", "Requests refused by the rate limit",
+                                    registry=r)
+        self.auth_failures = Counter("jin_auth_failures", "Requests refused for their key",
+                                     ["code"], registry=r)
+
+    def observe(self, event: StepEvent) -> None:
+        """Count what a step's event says; called for every event the step yields."""
+        if isinstance(event, StepEnd):
+            timings = event.timings
+            if "total_ms" in timings:
+                self.step_seconds.labels(event.status).observe(timings["total_ms"] / 1000)
+            if "overhead_ms" in timings:
+                self.step_overhead.observe(timings["overhead_ms"] / 1000)
+            if "recall_ms" in timings:
+                self.recall_seconds.observe(timings["recall_ms"] / 1000)
+        elif isinstance(event, MessageEnd) and event.usage:
+            self.tokens.labels("in").inc(event.usage.get("prompt_tokens") or 0)
+            self.tokens.labels("out").inc(event.usage.get("completion_tokens") or 0)
+        elif isinstance(event, MessageError) and event.code.startswith("provider_"):
+            self.provider_errors.labels(event.code).inc()
+        elif isinstance(event, CompactionDone):
+            result = "skipped" if event.skipped else "fallback" if event.fallback else "summary"
+            self.compactions.labels(result).inc()
+
+    def exposition(self) -> tuple[bytes, str]:
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            combined = CollectorRegistry()
+            multiprocess.MultiProcessCollector(combined)
+            return generate_latest(combined), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
