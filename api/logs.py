@@ -22,7 +22,8 @@ step_id: ContextVar[str | None] = ContextVar("step_id", default=None)
 
 _CONTEXT = {"request_id": request_id, "chat_id": chat_id, "step_id": step_id}
 # Attributes every LogRecord has; anything else passed as `extra=` goes into the line.
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {
+    "message", "asctime", "taskName", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -71,6 +72,7 @@ def config(level: str, fmt: Literal["json", "text"]) -> dict[str, Any]:
             "uvicorn.access": {"handlers": [], "propagate": False, "level": "WARNING"},
             # Statement text and parameters hold message content: never at the default level.
             "sqlalchemy.engine": {"level": "WARNING"},
+            "alembic": {"level": "WARNING"},  # a dozen plugin lines on every start
         },
     }
 

@@ -1,0 +1,226 @@
+"""Keys, tenants and limits over real HTTP: who gets in, who sees what, who must wait."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api.keys import KeyStore
+from llm.testing import FakeOpenAIServer, Reply
+from tests.api.sse_client import SSE, new_chat, stream_step
+
+PROBLEM = "application/problem+json"
+
+
+def _client(base: str, key: str | None = None) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.AsyncClient(base_url=base, timeout=30, headers=headers)
+
+
+def _refused(response: httpx.Response, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    assert response.json()["code"] == code
+
+
+async def test_with_keys_every_route_but_health_needs_a_live_key(
+    jin_factory: Callable[..., str], engine: AsyncEngine
+) -> None:
+    keys = KeyStore(engine)
+    record, secret = await keys.create("acme", "ci")
+    base = jin_factory(auth_cache_seconds=0)
+    async with _client(base) as anonymous, _client(base, secret) as acme:
+        assert (await anonymous.get("/healthz")).status_code == 200
+        assert (await anonymous.get("/readyz")).status_code == 200
+        for method, path in [("GET", "/v1/chats"), ("POST", "/v1/chats"),
+                             ("GET", "/v1/memories?user_id=u"), ("GET", "/openapi.json"),
+                             ("GET", "/metrics"), ("GET", "/v1/status")]:
+            response = await anonymous.request(method, path, json={})
+            _refused(response, 401, "missing_key")
+            assert response.headers["www-authenticate"].startswith("Bearer")
+        _refused(await anonymous.get("/v1/chats", headers={"Authorization": "Basic eDp5"}),
+                 401, "invalid_authorization")
+        _refused(await anonymous.get("/v1/chats", headers={"Authorization": "Bearer jin_nope"}),
+                 401, "invalid_key")
+
+        assert (await acme.get("/v1/chats")).status_code == 200
+        # Metrics and status are for operators: a tenant's key without admin is refused.
+        _refused(await acme.get("/metrics"), 403, "admin_only")
+        _refused(await acme.get("/v1/status"), 403, "admin_only")
+
+        listed = await keys.list("acme")
+        assert [k.prefix for k in listed] == [secret[:12]] and listed[0].last_used_at
+        await keys.revoke(record.prefix)
+        _refused(await acme.get("/v1/chats"), 401, "invalid_key")
+    # Only the hash was stored: the secret is nowhere in the table.
+    async with engine.connect() as conn:
+        dump = (await conn.exec_driver_sql("SELECT api_keys::text FROM api_keys")).scalar()
+    assert secret not in str(dump) and secret[12:] not in str(dump)
+
+
+async def test_a_tenant_reaches_nothing_of_another_by_any_route(
+    jin_factory: Callable[..., str], engine: AsyncEngine, model: FakeOpenAIServer
+) -> None:
+    keys = KeyStore(engine)
+    _, a_key = await keys.create("tenant-a")
+    _, b_key = await keys.create("tenant-b")
+    base = jin_factory(auth_cache_seconds=0)
+    async with _client(base, a_key) as a, _client(base, b_key) as b:
+        chat = await new_chat(a, user_id="same-user")
+        model.push(Reply(["noted"]))
+        await stream_step(a, chat, "my locker code is 4417")
+        fact = await a.post("/v1/memories", json={"user_id": "same-user", "text": "code 4417"})
+        assert fact.status_code == 201
+        fact_id = fact.json()["id"]
+
+        # Tenant B, even naming the same user id, finds nothing and changes nothing.
+        for method, path, body in [
+            ("GET", f"/v1/chats/{chat}", None),
+            ("PATCH", f"/v1/chats/{chat}", {"title": "mine now"}),
+            ("GET", f"/v1/chats/{chat}/messages", None),
+            ("POST", f"/v1/chats/{chat}/messages", {"content": "hello"}),
+            ("GET", f"/v1/chats/{chat}/context", None),
+            ("POST", f"/v1/chats/{chat}/abort", None),
+            ("POST", f"/v1/chats/{chat}/reset", None),
+            ("DELETE", f"/v1/chats/{chat}", None),
+        ]:
+            response = await b.request(method, path, json=body)
+            _refused(response, 404, "chat_not_found")
+        assert (await b.get("/v1/chats")).json()["chats"] == []
+        assert (await b.get("/v1/memories", params={"user_id": "same-user"})).json()[
+            "items"] == []
+        search = await b.get("/v1/memories", params={"user_id": "same-user", "q": "locker 4417"})
+        assert search.status_code == 200 and search.json()["items"] == []
+        gone = await b.delete(f"/v1/memories/{fact_id}", params={"user_id": "same-user"})
+        assert gone.status_code == 404
+
+        # Tenant A still has all of it.
+        assert (await a.get(f"/v1/chats/{chat}")).json()["title"] == "t"
+        messages = (await a.get(f"/v1/chats/{chat}/messages")).json()["messages"]
+        assert [m["content"] for m in messages] == ["my locker code is 4417", "noted"]
+        facts = (await a.get("/v1/memories", params={"user_id": "same-user"})).json()["items"]
+        assert [f["text"] for f in facts] == ["code 4417"]
+
+
+async def test_a_key_over_its_rate_limit_is_told_when_to_come_back(
+    jin_factory: Callable[..., str], engine: AsyncEngine
+) -> None:
+    _, slow = await KeyStore(engine).create("acme")
+    _, other = await KeyStore(engine).create("acme")
+    base = jin_factory(rate_limit_per_minute=6, rate_limit_burst=2)
+    async with _client(base, slow) as client, _client(base, other) as neighbour:
+        assert [(await client.get("/v1/chats")).status_code for _ in range(2)] == [200, 200]
+        refused = await client.get("/v1/chats")
+        _refused(refused, 429, "rate_limited")
+        assert int(refused.headers["retry-after"]) in range(1, 11)  # one token per 10 s
+        assert (await neighbour.get("/v1/chats")).status_code == 200  # per key, not global
+        assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_steps_over_the_worker_cap_get_503_with_retry_after(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer
+) -> None:
+    base = jin_factory(max_concurrent_steps=1)
+    async with _client(base) as client:
+        first, second = await new_chat(client), await new_chat(client)
+        model.push(Reply(["slow ", "answer"], chunk_delay=0.5))
+        running = asyncio.create_task(stream_step(client, first, "take your time"))
+        for _ in range(100):  # until the first step streams
+            if model.requests:
+                break
+            await asyncio.sleep(0.02)
+        refused = await client.post(f"/v1/chats/{second}/messages", json={"content": "hi"},
+                                    headers=SSE)
+        _refused(refused, 503, "too_many_steps")
+        assert refused.headers["retry-after"] == "1"
+        events = await running
+        assert events[-1][1]["status"] == "complete"
+        model.push(Reply(["now"]))
+        assert (await stream_step(client, second, "hi"))[-1][1]["status"] == "complete"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(database_url: str, model_url: str, *args: str, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "api.cli", "serve", *args],
+        env={**os.environ, "DATABASE_URL": database_url, "JIN_BRAIN_URL": model_url,
+             "JIN_HELPER_URL": model_url, "JIN_EMBEDDER_URL": model_url,
+             "JIN_EMBEDDER_MODEL": "fake-embedder", **env},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_without_keys_jin_refuses_to_serve_beyond_loopback(
+    database_url: str, model_url: str
+) -> None:
+    proc = _serve(database_url, model_url, "--host", "0.0.0.0", "--port", str(_free_port()))
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    assert "no API key exists" in err and "jin keys create" in err
+
+
+async def test_logs_are_json_lines_with_ids_and_no_content_or_keys(
+    database_url: str, model_url: str, model: FakeOpenAIServer, engine: AsyncEngine
+) -> None:
+    _, secret = await KeyStore(engine).create("acme", admin=True)
+    port = _free_port()
+    proc = _serve(database_url, model_url, "--port", str(port))
+    base = f"http://127.0.0.1:{port}"
+    words = "the purple walrus hums at midnight"
+    try:
+        async with _client(base, secret) as client:
+            for _ in range(300):
+                try:
+                    if (await client.get("/readyz")).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.1)
+            chat = await new_chat(client)
+            model.push(Reply(["a reply about walruses"], status=500))
+            response = await client.post(f"/v1/chats/{chat}/messages", json={"content": words},
+                                         headers={**SSE, "X-Request-Id": "req-7731"})
+            assert response.headers["x-request-id"] == "req-7731"
+            await client.get(f"/v1/chats/{chat}/context", params={"message": words})
+            metrics = (await client.get("/metrics")).text
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+
+    lines = [_json(line) for line in err.splitlines() if line.strip()]
+    assert all(line is not None for line in lines), err[:2000]
+    step_lines = [line for line in lines if line and line.get("request_id") == "req-7731"]
+    assert any(line.get("chat_id") == chat and line.get("step_id") for line in step_lines)
+    assert any("provider_error" in line["msg"] for line in step_lines)  # the failure is told
+    for needle in (words, "walrus", secret, secret[12:]):
+        assert needle not in err
+    assert 'jin_provider_errors_total{code="provider_error"} 1.0' in metrics
+    assert 'jin_http_requests_total{method="POST",route="/v1/chats",status="201"} 1.0' in metrics
+    assert "jin_step_seconds_bucket" in metrics and "jin_step_overhead_seconds" in metrics
+
+
+def _json(line: str) -> dict[str, Any] | None:
+    import json
+
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and {"ts", "level", "msg"} <= set(value) else None
+
