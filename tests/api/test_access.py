@@ -224,3 +224,33 @@ def _json(line: str) -> dict[str, Any] | None:
         return None
     return value if isinstance(value, dict) and {"ts", "level", "msg"} <= set(value) else None
 
+
+
+def _jin(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "api.cli", *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "DATABASE_URL": database_url})
+
+
+def test_jin_keys_create_list_revoke_and_audit_from_the_terminal(database_url: str) -> None:
+    import json
+
+    made = _jin(database_url, "keys", "create", "--tenant", "acme", "--name", "ci", "--admin")
+    assert made.returncode == 0, made.stderr
+    key = json.loads(made.stdout)
+    assert key["key"].startswith("jin_") and key["admin"] and key["tenant_id"] == "acme"
+    assert "only its hash is stored" in made.stderr
+
+    listed = _jin(database_url, "keys", "list", "--tenant", "acme")
+    shown = json.loads(listed.stdout)
+    assert [(k["prefix"], k["name"], k["revoked_at"]) for k in shown] == [
+        (key["key"][:12], "ci", None)]
+    assert key["key"] not in listed.stdout  # a list never shows a secret
+
+    revoked = _jin(database_url, "keys", "revoke", key["prefix"])
+    assert revoked.returncode == 0 and json.loads(revoked.stdout)["revoked_at"]
+    unknown = _jin(database_url, "keys", "revoke", "jin_nosuchkey")
+    assert unknown.returncode == 1 and "no key has the id or prefix" in unknown.stderr
+
+    audited = _jin(database_url, "audit")
+    assert audited.returncode == 0, audited.stdout
+    assert json.loads(audited.stdout)["clean"] is True
