@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import make_url
+from sqlalchemy import event, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 log = logging.getLogger("jin.database")
@@ -69,10 +69,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _connect(dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, Any]) -> Any:
+    """Open a connection; one that cannot be opened (socket gone, refused, timed out: Postgres
+    stopped or restarting) fails with a bare OSError, which SQLAlchemy passes on unwrapped. As the
+    driver's OperationalError it becomes SQLAlchemy's, like every other outage: the API answers
+    503 database_unavailable rather than 500."""
+    try:
+        return dialect.connect(*cargs, **cparams)
+    except (OSError, TimeoutError) as exc:
+        raise dialect.loaded_dbapi.OperationalError(
+            f"cannot connect: {type(exc).__name__}: {exc}", exc) from exc
+
+
 def create_engine(
     url: str, *, pool_size: int = 20, server_settings: dict[str, str] | None = None
 ) -> AsyncEngine:
-    return create_async_engine(
+    engine = create_async_engine(
         async_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
@@ -86,6 +98,8 @@ def create_engine(
             "server_settings": server_settings or {"plan_cache_mode": "force_generic_plan"}
         },
     )
+    event.listen(engine.sync_engine, "do_connect", _connect)
+    return engine
 
 
 def create_memory_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
@@ -94,7 +108,6 @@ def create_memory_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
     (with pgvector 0.8's iterative scan, so the owner filter cannot starve it) for a large
     owner, the owner index and an exact scan for a small one."""
     from pgvector.asyncpg import register_vector
-    from sqlalchemy import event
 
     engine = create_engine(url, pool_size=pool_size, server_settings={
         "plan_cache_mode": "force_custom_plan",

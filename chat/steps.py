@@ -106,6 +106,13 @@ WITH lease AS (
 SELECT abort_requested OR status <> 'running' OR NOT EXISTS (SELECT 1 FROM lease)
 FROM steps WHERE id = :step""")
 
+# Chats whose lease ran out while a step still holds it: its worker died or lost the database.
+# (steps_running, a partial index, keeps this cheap however many steps there are.)
+_EXPIRED = text("""
+SELECT c.id, c.tenant_id FROM steps s JOIN chats c ON c.id = s.chat_id
+WHERE s.status = 'running' AND c.lease_step_id = s.id AND c.lease_expires_at < now()
+LIMIT :n""")
+
 _POLL = text("SELECT abort_requested OR status <> 'running' FROM steps WHERE id = :step")
 
 _RELEASE = text("""
@@ -200,6 +207,18 @@ class PostgresStepStore:
     async def release(self, chat_id: uuid.UUID, holder_id: uuid.UUID) -> None:
         async with self._db.connect() as conn:
             await conn.execute(_RELEASE, {"chat": chat_id, "step": holder_id})
+
+    async def sweep_expired(self, limit: int = 100) -> int:
+        """Close the steps whose lease ran out, as the chat's next step would (_SWEEP): for the
+        chats nobody steps on again. Returns how many chats were swept."""
+        async with self._db.connect() as conn:
+            expired = (await conn.execute(_EXPIRED, {"n": limit})).all()
+            for chat_id, tenant_id in expired:
+                holder = uuid.uuid4()
+                params = {"chat": chat_id, "t": tenant_id, "step": holder, "ttl": 10.0}
+                if isinstance(await _take_lease(conn, params), Chat):
+                    await conn.execute(_RELEASE, params)
+        return len(expired)
 
     async def _abandon(self, params: dict[str, Any]) -> None:
         async with self._db.connect() as conn:

@@ -238,9 +238,18 @@ async def run_step(
         monitor.cancel()
         await asyncio.gather(monitor, return_exceptions=True)
         timings = _timings(started, model_started, model_ended)
-        if not await _persist(deps, started, answer, timings):
+        try:
+            saved = await _persist(deps, started, answer, timings)
+        except Exception:  # the database stayed away: the stream still ends cleanly
+            log.exception("step %s: the answer could not be saved", begun.step_id)
             answer.status = "interrupted"
-            answer.error = ("lease_lost", "another worker took this chat over; answer not saved")
+            answer.error = ("answer_not_saved", "the database could not be reached; the answer "
+                            "was not saved (its last flushed part is kept)")
+        else:
+            if not saved:
+                answer.status = "interrupted"
+                answer.error = ("lease_lost",
+                                "another worker took this chat over; answer not saved")
         if deps.indexer is not None:
             deps.indexer.wake()
     if answer.error is not None:
@@ -325,21 +334,38 @@ def _timings(started: Started, model_started: float, model_ended: float) -> dict
 async def _persist(
     deps: StepDeps, started: Started, answer: Answer, timings: dict[str, float]
 ) -> bool:
-    """Write the outcome; shielded so a cancelled request still leaves a consistent chat."""
+    """Write the outcome; shielded so a cancelled request still leaves a consistent chat.
+
+    A failed write (the database restarting) is tried again for as long as the lease would
+    hold the chat, then raised. Trying again is safe: the write is guarded, and a step that
+    another worker declared dead meanwhile writes nothing (False)."""
     content, reasoning = answer.partial()
-    write = deps.steps.finish(
-        started.chat.id,
-        started.begun,
-        status=answer.status,
-        content=content,
-        reasoning=reasoning,
-        token_count=deps.counter.count(content),
-        usage=answer.usage,
-        error_code=answer.error[0] if answer.error else None,
-        timings=timings,
-        meta={"actions": [event_payload(a) for a in answer.actions]} if answer.actions else None,
-    )
-    written = await asyncio.shield(asyncio.ensure_future(write))
+    deadline = time.monotonic() + deps.config.lease_ttl
+    delay = 0.1
+    while True:
+        write = deps.steps.finish(
+            started.chat.id,
+            started.begun,
+            status=answer.status,
+            content=content,
+            reasoning=reasoning,
+            token_count=deps.counter.count(content),
+            usage=answer.usage,
+            error_code=answer.error[0] if answer.error else None,
+            timings=timings,
+            meta={"actions": [event_payload(a) for a in answer.actions]} if answer.actions
+            else None,
+        )
+        try:
+            written = await asyncio.shield(asyncio.ensure_future(write))
+            break
+        except Exception as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("step %s: saving the answer failed (%s); trying again",
+                        started.begun.step_id, type(exc).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
     if not written:
         log.warning("step %s was taken over by another worker; its answer was not saved",
                     started.begun.step_id)

@@ -3,8 +3,14 @@ easily provoke."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from chat.audit import audit
 from chat.ports import NewChat
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
@@ -48,3 +54,69 @@ async def test_a_bug_mid_stream_fails_the_step_and_keeps_the_text(engine: AsyncE
     assert events[-1].status == "complete"  # type: ignore[union-attr]
     model.assert_consumed()
 
+
+
+class _FinishFails:
+    """The real StepStore, except that finish() fails as it does while Postgres restarts,
+    `failures` times."""
+
+    def __init__(self, inner: PostgresStepStore, failures: float) -> None:
+        self.inner, self.failures, self.calls = inner, failures, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def finish(self, *args: Any, **kwargs: Any) -> bool:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise OperationalError("UPDATE steps ...", {}, ConnectionRefusedError(111, "refused"))
+        return await self.inner.finish(*args, **kwargs)
+
+
+async def test_an_answer_is_saved_once_the_database_is_back(engine: AsyncEngine) -> None:
+    model = ScriptedModel([ContentDelta("all of it"), Finish("stop")])
+    deps = await _deps(engine, model)
+    deps.steps = steps = _FinishFails(PostgresStepStore(engine), failures=2)  # type: ignore[assignment]
+    chat = await deps.chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
+    started = await start_step(deps, StepRequest("t", chat.id, "hello"))
+    events = [e async for e in run_step(deps, started, AbortSignal())]  # type: ignore[arg-type]
+    assert "message_error" not in [e.type for e in events]
+    assert events[-1].status == "complete"  # type: ignore[union-attr]
+    assert steps.calls == 3
+    page = await deps.chats.list_messages("t", chat.id, before=None, after=None, limit=10)
+    assert page is not None
+    assert [(m.content, m.status) for m in page.messages] == [
+        ("hello", "complete"), ("all of it", "complete")]
+    result = await audit(engine)
+    assert result.clean, result.findings()
+
+
+async def test_an_answer_that_cannot_be_saved_ends_the_stream_and_the_next_step_sweeps_it(
+    engine: AsyncEngine,
+) -> None:
+    model = ScriptedModel([ContentDelta("lost words"), Finish("stop")],
+                          [ContentDelta("fine"), Finish("stop")])
+    deps = await _deps(engine, model)
+    deps.config = replace(deps.config, lease_ttl=0.5)
+    real = deps.steps
+    deps.steps = _FinishFails(PostgresStepStore(engine), failures=math.inf)  # type: ignore[assignment]
+    chat = await deps.chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
+    started = await start_step(deps, StepRequest("t", chat.id, "hello"))
+    events = [e async for e in run_step(deps, started, AbortSignal())]  # type: ignore[arg-type]
+    # Retried while the lease would hold the chat, then the stream ends with a code.
+    assert [e.type for e in events][-3:] == ["message_error", "message_end", "step_end"]
+    assert events[-3].code == "answer_not_saved"  # type: ignore[union-attr]
+    assert events[-1].status == "interrupted"  # type: ignore[union-attr]
+    assert deps.steps.calls > 1  # type: ignore[attr-defined]
+
+    deps.steps = real  # the database is back; the chat's next step closes the lost one
+    again = await start_step(deps, StepRequest("t", chat.id, "again"))
+    events = [e async for e in run_step(deps, again, AbortSignal())]  # type: ignore[arg-type]
+    assert events[-1].status == "complete"  # type: ignore[union-attr]
+    page = await deps.chats.list_messages("t", chat.id, before=None, after=None, limit=10)
+    assert page is not None
+    assert [m.status for m in page.messages] == [
+        "complete", "interrupted", "complete", "complete"]
+    result = await audit(engine)
+    assert result.clean, result.findings()
+    model.assert_consumed()
