@@ -1,8 +1,11 @@
-"""The running app: a real uvicorn in a thread, against a real database and the fake model."""
+"""The running app: a real uvicorn in a thread, or real `jin serve` processes, against a real
+database and the fake model."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -11,6 +14,7 @@ import pytest
 from api.app import create_app
 from api.settings import Settings
 from llm.testing import serve_in_thread, stop_thread_server
+from tests.api.processes import JinProcess, start_jin
 
 
 @pytest.fixture
@@ -51,3 +55,38 @@ def jin(jin_factory: Callable[..., str]) -> str:
 async def client(jin: str) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=jin, timeout=30) as c:
         yield c
+
+
+@pytest.fixture
+def jin_processes(tmp_path: Path) -> Iterator[Callable[..., JinProcess]]:
+    """Start `jin serve` processes with the given environment; all are stopped at the end."""
+    started: list[JinProcess] = []
+    numbers = itertools.count(1)
+
+    def start(**env: str) -> JinProcess:
+        started.append(start_jin(env, tmp_path / f"jin-{next(numbers)}.log"))
+        return started[-1]
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture
+def workers(
+    jin_processes: Callable[..., JinProcess], database_url: str, model_url: str
+) -> Callable[..., JinProcess]:
+    """`jin serve` workers on this test's database, every model role on the fake server."""
+
+    def start(**extra: str) -> JinProcess:
+        return jin_processes(**{
+            "DATABASE_URL": database_url,
+            "JIN_BRAIN_URL": model_url,
+            "JIN_HELPER_URL": model_url,
+            "JIN_EMBEDDER_URL": model_url,
+            "JIN_EMBEDDER_MODEL": "fake-embedder",
+            "JIN_ABORT_POLL_SECONDS": "0.1",
+            **extra,
+        })
+
+    return start

@@ -8,6 +8,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from chat.audit import audit
 from llm.testing import FakeOpenAIServer, Reply
 from orchestrator.compaction import SECTIONS
 from tests.api.sse_client import history, new_chat, stream_step
@@ -112,6 +113,8 @@ async def test_with_the_helper_down_an_extractive_summary_is_written(
             stored = "\n".join((await conn.execute(text("SELECT text FROM memories"))).scalars())
         for item in ("INV-5000", "2026-01-15", "INV-5001"):
             assert item in summary["content"] or item in stored
+    result = await audit(engine)  # nothing lost or orphaned by the fallback
+    assert result.clean, result.findings()
 
 
 async def test_a_compaction_lost_with_its_worker_is_done_by_the_next_step_before_the_brain(
@@ -138,3 +141,5 @@ async def test_a_compaction_lost_with_its_worker_is_done_by_the_next_step_before
     sent = model.requests[-1]["messages"]
     assert any(m["content"].startswith("<conversation-summary>") for m in sent)
     assert sent[-1] == {"role": "user", "content": "where were we?"}
+    result = await audit(engine)
+    assert result.clean, result.findings()

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from chat.audit import audit
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
 
@@ -57,8 +58,15 @@ async def test_oversized_message_is_413_and_writes_nothing(
         assert await history(client, chat_id) == []
 
 
+async def _assert_clean(engine: AsyncEngine) -> None:
+    """The audit after a fault: nothing lost, duplicated or orphaned."""
+    result = await audit(engine)
+    assert result.clean, result.findings()
+
+
 async def _assert_failed_step_keeps_user_message(
-    client: httpx.AsyncClient, model: FakeOpenAIServer, expected_code: str
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine, expected_code: str,
+    streamed: str = "",
 ) -> None:
     chat_id = await new_chat(client)
     events = await stream_step(client, chat_id, "are you there?")
@@ -66,44 +74,54 @@ async def _assert_failed_step_keeps_user_message(
     assert [e["code"] for e in errors] == [expected_code]
     assert dict(events)["message_end"]["status"] == "failed"
     assert events[-1][0] == "step_end" and events[-1][1]["status"] == "failed"
+    assert "".join(d["chunk"] for n, d in events if n == "message_chunk") == streamed
     rows = await history(client, chat_id)
     assert [(r["kind"], r["content"], r["status"]) for r in rows][0] == (
         "user", "are you there?", "complete")
-    assert rows[1]["kind"] == "assistant" and rows[1]["status"] == "failed"
+    # The failed row keeps what the client was shown before the failure, no more.
+    assert (rows[1]["kind"], rows[1]["status"], rows[1]["content"]) == (
+        "assistant", "failed", streamed)
     # The next step works, and its prompt holds the saved user message but not the failure.
     model.push(Reply(["back now"]))
     events = await stream_step(client, chat_id, "again?")
     assert dict(events)["message_end"]["status"] == "complete"
     assert [m["content"] for m in model.requests[-1]["messages"]][1:] == [
         "are you there?", "again?"]
+    async with engine.connect() as conn:
+        steps = (await conn.execute(text(
+            "SELECT status, error_code FROM steps WHERE chat_id = :c ORDER BY created_at"),
+            {"c": uuid.UUID(chat_id)})).all()
+    assert [tuple(s) for s in steps] == [("failed", expected_code), ("complete", None)]
+    await _assert_clean(engine)
 
 
 @pytest.mark.parametrize(
-    ("reply", "code"),
+    ("reply", "code", "streamed"),
     [
-        (Reply(status=500, error="boom"), "provider_error"),
-        (Reply(["partial ", "more"], garbage_after=1), "provider_malformed_stream"),
-        (Reply(["partial ", "more"], disconnect_after=1), "provider_disconnected"),
+        (Reply(status=500, error="boom"), "provider_error", ""),
+        (Reply(["partial ", "more"], garbage_after=1), "provider_malformed_stream", "partial "),
+        (Reply(["partial ", "more"], disconnect_after=1), "provider_disconnected", "partial "),
     ],
     ids=["http-500", "garbage", "disconnect"],
 )
 async def test_provider_failures_end_the_stream_with_a_code(
-    client: httpx.AsyncClient, model: FakeOpenAIServer, reply: Reply, code: str
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine, reply: Reply,
+    code: str, streamed: str,
 ) -> None:
     model.push(reply)
-    await _assert_failed_step_keeps_user_message(client, model, code)
+    await _assert_failed_step_keeps_user_message(client, model, engine, code, streamed)
 
 
 async def test_provider_timeout(
-    jin_factory: Callable[..., str], model: FakeOpenAIServer
+    jin_factory: Callable[..., str], model: FakeOpenAIServer, engine: AsyncEngine
 ) -> None:
     model.push(Reply(["never"], hang=True))
     async with httpx.AsyncClient(base_url=jin_factory(provider_read_timeout=0.5)) as client:
-        await _assert_failed_step_keeps_user_message(client, model, "provider_timeout")
+        await _assert_failed_step_keeps_user_message(client, model, engine, "provider_timeout")
 
 
 async def test_provider_unreachable(
-    jin_factory: Callable[..., str], model: FakeOpenAIServer
+    jin_factory: Callable[..., str], model: FakeOpenAIServer, engine: AsyncEngine
 ) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -115,10 +133,11 @@ async def test_provider_unreachable(
         rows = await history(client, chat_id)
         assert [(r["kind"], r["status"]) for r in rows] == [
             ("user", "complete"), ("assistant", "failed")]
+    await _assert_clean(engine)
 
 
 async def test_client_disconnect_keeps_partial_answer_as_interrupted(
-    client: httpx.AsyncClient, model: FakeOpenAIServer
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
 ) -> None:
     chat_id = await new_chat(client)
     model.push(Reply([f"word{i} " for i in range(200)], chunk_delay=0.02))
@@ -145,10 +164,11 @@ async def test_client_disconnect_keeps_partial_answer_as_interrupted(
     model.push(Reply(["ok"]))
     events = await stream_step(client, chat_id, "still there?")
     assert dict(events)["message_end"]["status"] == "complete"
+    await _assert_clean(engine)
 
 
 async def test_abort_stops_the_running_stream(
-    client: httpx.AsyncClient, model: FakeOpenAIServer
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
 ) -> None:
     chat_id = await new_chat(client)
     model.push(Reply([f"w{i} " for i in range(500)], chunk_delay=0.02))
@@ -168,6 +188,7 @@ async def test_abort_stops_the_running_stream(
     assert dict(events)["step_end"]["status"] == "interrupted"
     answer = (await history(client, chat_id))[-1]
     assert answer["status"] == "interrupted" and answer["content"].startswith("w0 w1")
+    await _assert_clean(engine)
 
 
 async def test_abort_flag_alone_stops_the_stream_when_no_notification_arrives(
@@ -185,6 +206,7 @@ async def test_abort_flag_alone_stops_the_stream_when_no_notification_arrives(
         assert flagged.rowcount == 1
     events = await asyncio.wait_for(task, 5)
     assert dict(events)["step_end"]["status"] == "interrupted"
+    await _assert_clean(engine)
 
 
 async def test_nulls_nul_bytes_and_huge_positions_are_422_not_500(
@@ -206,7 +228,7 @@ async def test_nulls_nul_bytes_and_huge_positions_are_422_not_500(
 
 
 async def test_a_json_client_that_goes_away_stops_the_step(
-    client: httpx.AsyncClient, model: FakeOpenAIServer
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
 ) -> None:
     chat_id = await new_chat(client)
     model.push(Reply([f"w{i} " for i in range(500)], chunk_delay=0.02))
@@ -219,6 +241,7 @@ async def test_a_json_client_that_goes_away_stops_the_step(
         await asyncio.sleep(0.05)
     assert rows[-1]["status"] == "interrupted"
     assert 0 < len(rows[-1]["content"].split()) < 500
+    await _assert_clean(engine)
 
 
 async def test_bodies_over_the_limit_are_413_with_or_without_a_length(

@@ -3,79 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import httpx
-import pytest
 
 from llm.testing import FakeOpenAIServer, Reply
+from tests.api.processes import JinProcess
 from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def workers(database_url: str, model_url: str) -> Iterator[Callable[..., str]]:
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(**extra: str) -> str:
-        port = _free_port()
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url,
-            "JIN_BRAIN_URL": model_url,
-            "JIN_HELPER_URL": model_url,
-            "JIN_EMBEDDER_URL": model_url,
-            "JIN_EMBEDDER_MODEL": "fake-embedder",
-            "JIN_ABORT_POLL_SECONDS": "0.1",
-            "JIN_LOG_LEVEL": "warning",
-            **extra,
-        }
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve", "--port", str(port)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
-        procs.append(proc)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "exited")
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    return url
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("jin serve did not become ready")
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 async def test_alternating_workers_give_the_same_history_as_one(
-    workers: Callable[..., str], model: FakeOpenAIServer
+    workers: Callable[..., JinProcess], model: FakeOpenAIServer
 ) -> None:
     # Recall off: the two chats belong to one user, and recall would show each the other's
     # rows (as soon as they are indexed, in the background); this test compares the windows.
     no_recall = {"JIN_RECALL": "false"}
-    a_url = await asyncio.to_thread(workers, **no_recall)
-    b_url = await asyncio.to_thread(workers, **no_recall)
+    a_url = (await asyncio.to_thread(workers, **no_recall)).url
+    b_url = (await asyncio.to_thread(workers, **no_recall)).url
     async with httpx.AsyncClient(base_url=a_url, timeout=30) as a, \
             httpx.AsyncClient(base_url=b_url, timeout=30) as b:
         split_chat, single_chat = await new_chat(a), await new_chat(a)
@@ -99,13 +44,13 @@ async def test_alternating_workers_give_the_same_history_as_one(
 
 
 async def test_abort_posted_to_one_worker_stops_a_stream_on_the_other(
-    workers: Callable[..., str], model: FakeOpenAIServer
+    workers: Callable[..., JinProcess], model: FakeOpenAIServer
 ) -> None:
     # Polling is slowed to a minute: only the NOTIFY through Postgres can stop it in time.
     slow_poll = {"JIN_ABORT_POLL_SECONDS": "60", "JIN_PARTIAL_FLUSH_SECONDS": "60",
                  "JIN_LEASE_TTL_SECONDS": "300"}
-    a_url = await asyncio.to_thread(workers, **slow_poll)
-    b_url = await asyncio.to_thread(workers, **slow_poll)
+    a_url = (await asyncio.to_thread(workers, **slow_poll)).url
+    b_url = (await asyncio.to_thread(workers, **slow_poll)).url
     async with httpx.AsyncClient(base_url=a_url, timeout=30) as a, \
             httpx.AsyncClient(base_url=b_url, timeout=30) as b:
         chat_id = await new_chat(a)
