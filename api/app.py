@@ -30,6 +30,7 @@ from api.settings import Settings
 from chat.abort_channel import AbortListener
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
+from chat.sweeper import sweep_forever
 from llm.embedded import EmbeddedChatServer
 from llm.errors import LLMError
 from llm.openai import OpenAIChatModel, context_window_of, new_session
@@ -259,9 +260,10 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
                 target_ratio=settings.compact_target_ratio,
             ),
         ) if settings.compaction else None
+        steps = PostgresStepStore(engine)
         deps = StepDeps(
             chats=chats,
-            steps=PostgresStepStore(engine),
+            steps=steps,
             brain=OpenAIChatModel(brain, http),
             counter=counter,
             config=_step_config(settings, brain.context_window),
@@ -279,9 +281,13 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         listener = AbortListener(settings.database_url or "", runtime.abort_local)
         await listener.start()
         indexing = asyncio.create_task(memory.indexer.run()) if memory.indexer else None
+        # Steps whose worker died are closed even if nobody steps on their chat again.
+        sweeping = asyncio.create_task(sweep_forever(steps, every=settings.lease_ttl_seconds))
         try:
             yield
         finally:
+            sweeping.cancel()
+            await asyncio.gather(sweeping, return_exceptions=True)
             if indexing is not None:
                 indexing.cancel()
                 await asyncio.gather(indexing, return_exceptions=True)

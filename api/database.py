@@ -95,7 +95,9 @@ def create_engine(
         # of a prepared statement is the right one; planning it again on each step (what `auto`
         # does for the window query) cost more than executing it (bench/README.md).
         connect_args={
-            "server_settings": server_settings or {"plan_cache_mode": "force_generic_plan"}
+            "server_settings": server_settings or {"plan_cache_mode": "force_generic_plan"},
+            # A database host that drops packets must not hold a request for asyncpg's 60 s.
+            "timeout": 10,
         },
     )
     event.listen(engine.sync_engine, "do_connect", _connect)

@@ -63,9 +63,10 @@ class Runtime:
             async for event in events:
                 self.metrics.observe(event)
                 queue.put_nowait(event)
-        except Exception as exc:  # the streaming boundary: a last event and a log line
+        except Exception:  # the streaming boundary: a last event and a log line
             log.exception("step failed unexpectedly")
-            queue.put_nowait(MessageError(None, "internal_error", f"{type(exc).__name__}: {exc}"))
+            # The client learns that it failed, not how: details are for the log.
+            queue.put_nowait(MessageError(None, "internal_error", "the step failed unexpectedly"))
         finally:
             self.metrics.steps_running.dec()
             self.running.pop(step_id, None)
