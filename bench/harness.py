@@ -73,10 +73,14 @@ def spawn(stack: ExitStack, args: list[str], env: dict[str, str], ready: str) ->
     return proc
 
 
-def fake_model(stack: ExitStack, chunks: int = 1, chunk_delay: float = 0.0) -> str:
+def fake_model(
+    stack: ExitStack, chunks: int = 1, chunk_delay: float = 0.0, first_token_delay: float = 0.0,
+    embed_delay: float = 0.0,
+) -> str:
     port = free_port()
     args = ["-m", "llm.testing", "--port", str(port), "--chunks", str(chunks),
-            "--chunk-delay", str(chunk_delay)]
+            "--chunk-delay", str(chunk_delay), "--first-token-delay", str(first_token_delay),
+            "--embed-delay", str(embed_delay)]
     spawn(stack, args, {}, f"http://127.0.0.1:{port}|/v1/models")
     return f"http://127.0.0.1:{port}/v1"
 
@@ -92,4 +96,12 @@ def jin_worker(
         "JIN_EMBEDDER_URL": model_url, "JIN_EMBEDDER_MODEL": "fake-embedder",
         "JIN_LOG_LEVEL": "warning", **env,
     }, f"http://127.0.0.1:{port}|/readyz")
+    return f"http://127.0.0.1:{port}"
+
+
+def balancer(stack: ExitStack, backends: list[str]) -> str:
+    """bench/balancer.py in its own process, round robin over the backends' URLs."""
+    port = free_port()
+    spawn(stack, ["-m", "bench.balancer", "--port", str(port), *backends], {},
+          f"http://127.0.0.1:{port}|/readyz")
     return f"http://127.0.0.1:{port}"

@@ -168,11 +168,13 @@ def embed_text(text: str, dim: int) -> list[float]:
 class FakeOpenAIServer:
     def __init__(
         self, *, strict: bool = False, echo_chunks: int = 1, echo_chunk_delay: float = 0.0,
-        embed_dim: int = 384, embed_delay: float = 0.0, embed_reject: str | None = None,
+        echo_delay: float = 0.0, embed_dim: int = 384, embed_delay: float = 0.0,
+        embed_reject: str | None = None,
     ) -> None:
         self.strict = strict
         self.echo_chunks = echo_chunks
         self.echo_chunk_delay = echo_chunk_delay
+        self.echo_delay = echo_delay  # seconds before the first chunk of an unscripted answer
         self.embed_dim = embed_dim
         self.embed_delay = embed_delay  # seconds before each `/embeddings` answer
         # An input containing this text makes `/embeddings` answer 400, as a server does for an
@@ -219,14 +221,14 @@ class FakeOpenAIServer:
             return None
         messages = body.get("messages", [])
         if _is_summary_request(messages):
-            return Reply([_summarise(_last_user(messages))])
+            return Reply([_summarise(_last_user(messages))], delay=self.echo_delay)
         text = f"echo: {_last_user(messages)}"
         n = max(1, self.echo_chunks)
         if len(text) < n:
             text = (text + " ") * math.ceil(n / (len(text) + 1))
         size = max(1, math.ceil(len(text) / n))
         chunks = [text[i : i + size] for i in range(0, len(text), size)]
-        return Reply(chunks, chunk_delay=self.echo_chunk_delay)
+        return Reply(chunks, delay=self.echo_delay, chunk_delay=self.echo_chunk_delay)
 
     async def _completions(self, request: Request) -> Response:
         body = await request.json()
@@ -343,10 +345,17 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--chunks", type=int, default=1, help="chunks per echoed answer")
     parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between chunks")
+    parser.add_argument("--first-token-delay", type=float, default=0.0,
+                        help="seconds before an answer's first chunk (the model's TTFT)")
+    parser.add_argument("--embed-delay", type=float, default=0.0,
+                        help="seconds before each /embeddings answer")
     args = parser.parse_args()
     import uvicorn
 
-    server = FakeOpenAIServer(echo_chunks=args.chunks, echo_chunk_delay=args.chunk_delay)
+    server = FakeOpenAIServer(
+        echo_chunks=args.chunks, echo_chunk_delay=args.chunk_delay,
+        echo_delay=args.first_token_delay, embed_delay=args.embed_delay,
+    )
     uvicorn.run(server.app, host="127.0.0.1", port=args.port, log_level="warning",
                 lifespan="off")
 

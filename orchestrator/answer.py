@@ -6,6 +6,7 @@ Ports only: the model and the FactStore come in as arguments.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,10 @@ class Answer:
     status: str = "complete"
     error: tuple[str, str] | None = None  # (code, text)
     actions: list[RuntimeAction] = field(default_factory=list)
+    # perf_counter() stamps for time to first token: the model's first delta of text or
+    # reasoning, and the first chunk handed on towards the client.
+    first_delta_at: float | None = None
+    first_chunk_at: float | None = None
 
     def add_usage(self, usage: dict[str, Any]) -> None:
         """Usage summed over the model calls of a step (tool rounds make several)."""
@@ -98,14 +103,18 @@ async def stream_answer(
         )
         calls, said = None, []
         async for delta in until_aborted(brain.stream(request), abort):
+            if isinstance(delta, ContentDelta | ReasoningDelta) and answer.first_delta_at is None:
+                answer.first_delta_at = time.perf_counter()
             if isinstance(delta, ContentDelta):
                 if text := scrubber.feed(delta.text):
                     said.append(text)
                     answer.content.append(text)
+                    answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
                     yield MessageChunk(message_id, text)
             elif isinstance(delta, ReasoningDelta):
                 if text := thoughts.feed(delta.text):
                     answer.reasoning.append(text)
+                    answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
                     yield ThinkingChunk(message_id, text)
             elif isinstance(delta, ToolCalls):
                 calls = delta.calls

@@ -237,7 +237,7 @@ async def run_step(
         model_ended = time.perf_counter()
         monitor.cancel()
         await asyncio.gather(monitor, return_exceptions=True)
-        timings = _timings(started, model_started, model_ended)
+        timings = _timings(started, model_started, model_ended, answer)
         try:
             saved = await _persist(deps, started, answer, timings)
         except Exception:  # the database stayed away: the stream still ends cleanly
@@ -269,7 +269,9 @@ async def run_step(
             done = await _compact(deps, started, tokens_next, decision.reason)
             if done is not None:
                 yield done
-    yield StepEnd(begun.step_id, answer.status, _timings(started, model_started, model_ended))
+    yield StepEnd(
+        begun.step_id, answer.status, _timings(started, model_started, model_ended, answer)
+    )
 
 
 async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[str, Any]]]:
@@ -315,13 +317,18 @@ async def _replan(deps: StepDeps, started: Started) -> Started:
     return replace(started, window=window, plan=assemble(window, new, budget, deps.counter))
 
 
-def _timings(started: Started, model_started: float, model_ended: float) -> dict[str, float]:
+def _timings(
+    started: Started, model_started: float, model_ended: float, answer: Answer
+) -> dict[str, float]:
     """Where the step's time went, in ms. overhead = total - model time (the brain's answer and
-    the embedder's query vector): the server's own share."""
+    the embedder's query vector): the server's own share. When text came: first_token_ms
+    (request in -> first chunk handed on) and model_first_token_ms (model request -> its first
+    delta); the server's share of the time to first token is first_token_ms -
+    model_first_token_ms - embed_ms."""
     now = time.perf_counter()
     total = (now - started.received_at) * 1000
     model = (model_ended - model_started) * 1000 + started.embed_ms
-    return {
+    timings = {
         "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
         "model_ms": round(model, 3),
         "embed_ms": round(started.embed_ms, 3),
@@ -329,6 +336,11 @@ def _timings(started: Started, model_started: float, model_ended: float) -> dict
         "total_ms": round(total, 3),
         "overhead_ms": round(total - model, 3),
     }
+    if answer.first_chunk_at is not None:
+        timings["first_token_ms"] = round((answer.first_chunk_at - started.received_at) * 1000, 3)
+    if answer.first_delta_at is not None:
+        timings["model_first_token_ms"] = round((answer.first_delta_at - model_started) * 1000, 3)
+    return timings
 
 
 async def _persist(

@@ -59,6 +59,20 @@ async def test_json_step_without_sse_header(
     assert float(response.headers["server-timing"].partition("dur=")[2]) >= timings["open_ms"]
 
 
+async def test_step_end_splits_time_to_first_token_between_model_and_server(
+    client: httpx.AsyncClient, model: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(client)
+    model.push(Reply(["4"], delay=0.1))
+
+    timings = dict(await stream_step(client, chat_id, "2+2?"))["step_end"]["timings"]
+
+    # The model's own wait is its share; what is left is the server's (bench/load.py).
+    assert timings["model_first_token_ms"] >= 100
+    model_share = timings["model_first_token_ms"] + timings["embed_ms"]
+    assert model_share <= timings["first_token_ms"] <= timings["total_ms"]
+
+
 @pytest.mark.parametrize(
     "reply",
     [
