@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -29,6 +30,11 @@ from llm.types import CompletionRequest, Delta, Finish, ProviderConfig
 
 # Exceptions of the transport that become LLMError; anything else is a bug and propagates.
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ValueError)
+# A pooled connection the server closed while it sat idle fails as the request is written,
+# before any answer: nothing reached the model, so the request is sent once more, fresh.
+_STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+# Under the 5 s that uvicorn (and so many model servers) keeps an idle connection open.
+KEEPALIVE_SECONDS = 4.0
 
 
 def new_session(
@@ -40,9 +46,23 @@ def new_session(
         timeout=aiohttp.ClientTimeout(
             total=total_timeout, sock_connect=connect_timeout, sock_read=read_timeout
         ),
-        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30),
+        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_SECONDS),
         read_bufsize=1 << 20,  # SSE lines up to 2 MiB (aiohttp allows twice the buffer)
     )
+
+
+@asynccontextmanager
+async def _request(
+    session: aiohttp.ClientSession, method: str, url: str, **kwargs: Any
+) -> AsyncIterator[aiohttp.ClientResponse]:
+    """`session.request`, retried once on a fresh connection when a pooled one turns out to be
+    closed before any byte of the answer came back."""
+    try:
+        response = await session.request(method, url, **kwargs)
+    except _STALE:
+        response = await session.request(method, url, **kwargs)
+    async with response:
+        yield response
 
 
 def _headers(config: ProviderConfig, accept: str = "text/event-stream") -> dict[str, str]:
@@ -72,8 +92,8 @@ async def fetch_json(
     url = f"{config.base_url}{path}"
     method = "GET" if body is None else "POST"
     try:
-        async with session.request(
-            method, url, json=body, headers=_headers(config, "application/json")
+        async with _request(
+            session, method, url, json=body, headers=_headers(config, "application/json")
         ) as response:
             if response.status >= 400:
                 raise ProviderHTTPError(response.status, await response.text())
@@ -110,8 +130,8 @@ class OpenAIChatModel:
     async def stream(self, request: CompletionRequest) -> AsyncIterator[Delta]:
         url = f"{self.config.base_url}/chat/completions"
         try:
-            async with self._session.post(
-                url, json=self._body(request), headers=_headers(self.config)
+            async with _request(
+                self._session, "POST", url, json=self._body(request), headers=_headers(self.config)
             ) as response:
                 if response.status >= 400:
                     body = (await response.read()).decode("utf-8", "replace")

@@ -198,3 +198,44 @@ async def test_a_slow_embeddings_server_times_out(odd_server: str) -> None:
     async with new_session(connect_timeout=5, read_timeout=0.2) as session:
         with pytest.raises(ProviderTimeout):
             await OpenAIEmbedder(_config(f"{odd_server}/slow"), session).embed(["a"])
+
+
+async def test_a_connection_closed_before_any_answer_is_retried_once_on_a_fresh_one() -> None:
+    """What a pooled keep-alive connection looks like when the server dropped it: the request
+    goes out, the socket closes, no byte comes back. Nothing reached the model, so the client
+    sends it again; a server that always does that still fails the call."""
+    body = json.dumps({"data": [{"index": 0, "embedding": [1.0, 0.0]}]}).encode()
+    seen: list[int] = []
+    always_drop = False
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:  # keep-alive: requests one after another on this connection
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:  # the client closed it
+                return
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            seen.append(1)
+            if always_drop or len(seen) == 1:
+                writer.close()  # read the request, answer nothing
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with new_session(connect_timeout=5, read_timeout=5) as session:
+            embedder = OpenAIEmbedder(_config(f"http://127.0.0.1:{port}/v1"), session)
+            assert len(await embedder.embed(["a"])) == 1
+            assert len(seen) == 2
+            always_drop = True
+            with pytest.raises(LLMError) as failed:
+                await embedder.embed(["b"])
+            assert failed.value.code == "provider_disconnected"
+            assert len(seen) == 4  # one retry, not a loop
+    finally:
+        server.close()
+        await server.wait_closed()
