@@ -62,7 +62,7 @@ class Metrics:
                 self.step_seconds.labels(event.status).observe(timings["total_ms"] / 1000)
             if "overhead_ms" in timings:
                 self.step_overhead.observe(timings["overhead_ms"] / 1000)
-            if "recall_ms" in timings:
+            if timings.get("recall_ms"):  # zero: recall is off
                 self.recall_seconds.observe(timings["recall_ms"] / 1000)
         elif isinstance(event, MessageEnd) and event.usage:
             self.tokens.labels("in").inc(event.usage.get("prompt_tokens") or 0)

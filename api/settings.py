@@ -69,7 +69,7 @@ class Settings(BaseSettings):
     compaction: bool = True
     lease_ttl_seconds: float = Field(default=30.0, gt=0)
     queue_wait_seconds: float = Field(default=60.0, ge=0)
-    abort_poll_seconds: float = Field(default=0.2, gt=0)
+    abort_poll_seconds: float = Field(default=1.0, gt=0)  # a fallback: aborts come by NOTIFY
     partial_flush_seconds: float = Field(default=1.0, gt=0)
     # Memory. Unset recall knobs take RecallConfig's defaults (memory/recall.py).
     recall: bool = True

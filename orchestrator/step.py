@@ -56,7 +56,7 @@ class StepConfig:
     max_message_chars: int = 100_000
     lease_ttl: float = 30.0
     queue_wait: float = 60.0
-    abort_poll: float = 0.2
+    abort_poll: float = 1.0
     partial_flush: float = 1.0
     worker_id: str = "worker"
     window_read_rows: int = 1000
@@ -95,6 +95,7 @@ class Started:
     received_at: float
     opened_at: float
     embed_ms: float = 0.0  # the embedder's time for recall: model time, not the server's
+    recall_ms: float = 0.0  # recall as a whole, the embedder's time included
     type: str = "started"
 
 
@@ -277,6 +278,7 @@ async def run_step(
 async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[str, Any]]]:
     """Fill the memory fence; a failure of recall leaves it empty and never fails the step."""
     user_message = started.begun.user_message
+    began = time.perf_counter()
     try:
         plan, result = await recall_into(
             deps.recall, deps.counter, started.chat, started.window, started.plan,
@@ -288,7 +290,9 @@ async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[
     if result is None:
         return replace(started, plan=plan), []
     embed_ms = result.timings.get("embed_ms", 0.0)
-    return replace(started, plan=plan, embed_ms=embed_ms), [i.to_json() for i in result.items]
+    recall_ms = (time.perf_counter() - began) * 1000
+    return (replace(started, plan=plan, embed_ms=embed_ms, recall_ms=recall_ms),
+            [i.to_json() for i in result.items])
 
 
 async def _compact(
@@ -332,6 +336,7 @@ def _timings(
         "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
         "model_ms": round(model, 3),
         "embed_ms": round(started.embed_ms, 3),
+        "recall_ms": round(started.recall_ms, 3),
         "persist_ms": round((now - model_ended) * 1000, 3),
         "total_ms": round(total, 3),
         "overhead_ms": round(total - model, 3),

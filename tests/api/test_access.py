@@ -212,7 +212,9 @@ async def test_logs_are_json_lines_with_ids_and_no_content_or_keys(
         assert needle not in err
     assert 'jin_provider_errors_total{code="provider_error"} 1.0' in metrics
     assert 'jin_http_requests_total{method="POST",route="/v1/chats",status="201"} 1.0' in metrics
-    assert "jin_step_seconds_bucket" in metrics and "jin_step_overhead_seconds" in metrics
+    assert 'jin_step_seconds_count{status="failed"} 1.0' in metrics
+    assert "jin_step_overhead_seconds_count 1.0" in metrics
+    assert "jin_recall_seconds_count 1.0" in metrics
 
 
 def _json(line: str) -> dict[str, Any] | None:
