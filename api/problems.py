@@ -1,4 +1,8 @@
-"""Errors outside a stream, as `application/problem+json` (RFC 9457) with a stable `code`."""
+"""Errors outside a stream, as `application/problem+json` (RFC 9457) with a stable `code`.
+
+`install(app)` turns every error into one, and puts the `Problem` schema into the OpenAPI
+document; routes declare which of them they can give with `responses(...)`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from orchestrator.errors import StepError
 
@@ -29,6 +34,56 @@ _CODES = {
     500: "internal_error",
     503: "unavailable",
 }
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+# When each status is given; the `code` in the body says which case it is.
+_WHEN = {
+    400: "The body cannot be read as JSON (not UTF-8, for one)",
+    401: "No API key, or one that is unknown or revoked (only once keys exist)",
+    403: "The key may not use this route",
+    404: "No such resource for this tenant",
+    409: "Another step holds the chat and its busy policy refuses to wait, or the wait ran out",
+    413: "The body or the message is over the deployment's limit",
+    422: "The request does not match the schema (`errors` lists where)",
+    429: "The key is over its rate limit (see Retry-After)",
+    503: "A dependency is down or the worker is full: database, memory, embedder (Retry-After)",
+}
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "description": "An RFC 9457 problem document; `code` is stable, `detail` is for people.",
+    "type": "object",
+    "required": ["type", "title", "status", "code", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer", "minimum": 400, "maximum": 599},
+        "code": {"type": "string"},
+        "detail": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["loc", "msg", "type"],
+                "properties": {
+                    "loc": {"type": "array", "items": {"type": ["string", "integer"]}},
+                    "msg": {"type": "string"},
+                    "type": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses` of the given statuses, each a problem document."""
+    ref = {"$ref": "#/components/schemas/Problem"}
+    return {
+        status: {"description": _WHEN[status], "content": {PROBLEM_TYPE: {"schema": ref}}}
+        for status in statuses
+    }
 
 
 class Problem(Exception):
@@ -63,7 +118,22 @@ def _unavailable(exc: DBAPIError) -> bool:
     return isinstance(state, str) and state.startswith(_UNAVAILABLE)
 
 
+def _with_problem_schema(app: FastAPI) -> None:
+    """Add the `Problem` schema that `responses(...)` refers to (FastAPI would file a model
+    given there under application/json, not application/problem+json)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        spec = generate()
+        spec.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install(app: FastAPI) -> None:
+    _with_problem_schema(app)
+
     @app.exception_handler(Problem)
     async def _problem(_: Request, exc: Problem) -> JSONResponse:
         return problem_response(exc.status, exc.code, exc.detail, **exc.extra)
@@ -99,6 +169,21 @@ def install(app: FastAPI) -> None:
         return problem_response(500, "internal_error", "the server failed to handle this request")
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _CODES.get(exc.status_code, "http_error")
-        return problem_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": _allowed(request)}
+        return problem_response(exc.status_code, code, str(exc.detail), headers=headers)
+
+
+def _allowed(request: Request) -> str:
+    """Every method of the path. Starlette's own 405 names only the first route that matched
+    the path (`GET /v1/chats` hid `POST /v1/chats`). Each method is tried through the routes'
+    public `matches`, since included routers nest their routes."""
+    routes = request.app.router.routes
+    return ", ".join(
+        method for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL
+               for route in routes)
+    )

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import uuid
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from chat.types import Chat, Message
+from chat.types import Chat, Message, MessageKind, MessageStatus
 
 BusyPolicyIn = Literal["queue", "reject", "interrupt"]
+
+
+NO_NUL = r"^[^\u0000]*$"
 
 
 def _no_nul(value: str) -> str:
@@ -19,23 +25,59 @@ def _no_nul(value: str) -> str:
     return value
 
 
-Text = Annotated[str, AfterValidator(_no_nul)]
+# The pattern tells clients (and the spec tests) what _no_nul enforces.
+Text = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": NO_NUL})]
+
+
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# JSON Schema counts 925.0 as an integer; strict pydantic would not. Placed after the limits,
+# or pydantic writes them into the schema as `gt`/`le` instead of JSON Schema's words.
+Integral = BeforeValidator(_integral)
+
+# What this API's page cursors look like (URL-safe base64); one that does not decode is a 422.
+CURSOR = r"^[A-Za-z0-9_-]+={0,2}$"
+
+
+def encode_cursor(stamp: datetime, ident: uuid.UUID) -> str:
+    """An opaque, URL-safe page cursor: the (timestamp, id) of the last row of a page."""
+    return base64.urlsafe_b64encode(f"{stamp.isoformat()}|{ident}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    """Raises ValueError for anything `encode_cursor` did not make (binascii.Error and
+    UnicodeDecodeError are ValueErrors)."""
+    stamp, _, ident = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+    at = datetime.fromisoformat(stamp)
+    if at.tzinfo is None:
+        raise ValueError("the cursor's time has no offset")
+    try:  # a forged 0001-01-01T00:00+14:00 is before year 1 in UTC: asyncpg would fail on it
+        at = at.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("the cursor's time is out of range") from exc
+    return at, uuid.UUID(ident)
+
+
+# Bodies are taken as the schema says: no "5" for 5, no true for 1.0, no unknown fields.
+STRICT = ConfigDict(extra="forbid", strict=True)
 
 
 class ModelSettingsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     model: Text | None = Field(default=None, max_length=200)
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_answer_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
-    context_window: int | None = Field(default=None, gt=0, le=10_000_000)
-    tail_budget_tokens: int | None = Field(default=None, gt=0, le=10_000_000)
+    max_answer_tokens: Annotated[int, Field(gt=0, le=1_000_000), Integral] | None = None
+    context_window: Annotated[int, Field(gt=0, le=10_000_000), Integral] | None = None
+    tail_budget_tokens: Annotated[int, Field(gt=0, le=10_000_000), Integral] | None = None
     compact_trigger_ratio: float | None = Field(default=None, gt=0, le=1)
     compact_target_ratio: float | None = Field(default=None, gt=0, le=1)
 
 
 class CreateChat(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     user_id: Text = Field(min_length=1, max_length=200)
     title: Text = Field(default="", max_length=500)
@@ -44,24 +86,26 @@ class CreateChat(BaseModel):
     busy_policy: BusyPolicyIn = "queue"
 
 
+def _no_null_defaults(schema: dict[str, Any]) -> None:
+    for field in schema.get("properties", {}).values():
+        if "default" in field and field["default"] is None:
+            del field["default"]
+
+
 class UpdateChat(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Only the fields sent change. A field may be left out, never null: None is only the
+    default (not validated, so not in the schema), and a null sent fails the type."""
 
-    title: Text | None = Field(default=None, max_length=500)
-    system_prompt: Text | None = Field(default=None, max_length=200_000)
-    settings: ModelSettingsIn | None = None
-    busy_policy: BusyPolicyIn | None = None
+    model_config = ConfigDict(**STRICT, json_schema_extra=_no_null_defaults)
 
-    @model_validator(mode="after")
-    def _no_explicit_nulls(self) -> UpdateChat:
-        nulls = [n for n in self.model_fields_set if getattr(self, n) is None]
-        if nulls:
-            raise ValueError(f"{', '.join(sorted(nulls))} cannot be null; leave it out instead")
-        return self
+    title: Text = Field(default=None, max_length=500)
+    system_prompt: Text = Field(default=None, max_length=200_000)
+    settings: ModelSettingsIn = Field(default=None)
+    busy_policy: BusyPolicyIn = Field(default=None)
 
 
 class PostMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     # The size limit is the deployment's (413), checked by the step, not here (422).
     content: Text = Field(min_length=1)
@@ -96,3 +140,94 @@ def message_json(message: Message) -> dict[str, Any]:
         "meta": message.meta,
         "created_at": message.created_at.isoformat(),
     }
+
+
+# The shapes of answers, for the OpenAPI document (routes build them with the functions above;
+# the spec tests hold the two together). Fields not listed here may be added later.
+
+
+class ChatOut(BaseModel):
+    id: uuid.UUID
+    user_id: str
+    title: str
+    system_prompt: str
+    settings: dict[str, Any] = Field(description="only the settings the chat overrides")
+    busy_policy: BusyPolicyIn
+    created_at: datetime
+    updated_at: datetime
+
+
+class ChatPage(BaseModel):
+    chats: list[ChatOut]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page")
+
+
+class MessageOut(BaseModel):
+    id: uuid.UUID
+    chat_id: uuid.UUID
+    position: int
+    kind: MessageKind
+    content: str
+    reasoning: str
+    status: MessageStatus
+    token_count: int
+    usage: dict[str, Any] | None
+    step_id: uuid.UUID | None
+    meta: dict[str, Any]
+    created_at: datetime
+
+
+class HistoryPage(BaseModel):
+    messages: list[MessageOut]
+    has_more: bool
+    first_position: int | None
+    last_position: int | None
+
+
+class AbortOut(BaseModel):
+    aborted: bool = Field(description="whether a running step was asked to stop")
+    step_id: uuid.UUID | None
+
+
+class StepErrorOut(BaseModel):
+    code: str
+    text: str
+
+
+class StepOut(BaseModel):
+    """A finished step, when the client did not ask for `text/event-stream`."""
+
+    step_id: uuid.UUID
+    chat_id: uuid.UUID
+    user_message_id: uuid.UUID
+    assistant_message_id: uuid.UUID | None = None
+    context: dict[str, Any] | None = Field(default=None, description="absent on a replay")
+    status: str
+    message_status: str | None = None
+    usage: dict[str, Any] | None = None
+    timings: dict[str, float]
+    content: str
+    reasoning: str
+    error: StepErrorOut | None
+    replayed: bool = Field(description="an idempotent retry: the stored outcome, not a new step")
+
+
+class SectionOut(BaseModel):
+    name: str
+    tokens: int
+    messages: int
+    ids: list[str]
+
+
+class ContextOut(BaseModel):
+    chat_id: uuid.UUID
+    messages: list[dict[str, Any]] = Field(description="the prompt, as the model would get it")
+    sections: list[SectionOut]
+    total_tokens: int
+    budget: dict[str, int]
+    summary: MessageOut | None
+    left_out: int
+    would_compact: bool
+    compaction: dict[str, Any]
+    recalled: list[dict[str, Any]]
+    recall: dict[str, Any]

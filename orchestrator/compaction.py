@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from chat.types import Message
 from llm.types import PromptMessage
-from orchestrator.context import units
+from orchestrator.context import neutralize, units
 from orchestrator.coverage import may_hold_items
 
 SECTIONS = ("Resolved", "Pending", "Active task", "Decisions", "Facts")
@@ -154,9 +154,12 @@ def render_span(span: list[Message]) -> str:
 
 
 def helper_prompt(previous: str, span: list[Message]) -> list[PromptMessage]:
+    # What the user wrote must not end either fence early and pass for the helper's orders.
+    earlier = neutralize(neutralize(previous.strip(), "previous-summary"), "messages")
+    said = neutralize(neutralize(render_span(span), "messages"), "previous-summary")
     body = (
-        f"<previous-summary>\n{previous.strip() or '(none yet)'}\n</previous-summary>\n"
-        f"<messages>\n{render_span(span)}\n</messages>\n"
+        f"<previous-summary>\n{earlier or '(none yet)'}\n</previous-summary>\n"
+        f"<messages>\n{said}\n</messages>\n"
         "Write the merged summary now."
     )
     return [PromptMessage("system", HELPER_SYSTEM), PromptMessage("user", body)]

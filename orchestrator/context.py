@@ -11,6 +11,7 @@ window go through the cheap pre-pass and fill what the budget has left, newest f
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,8 +89,28 @@ def fence(tag: str, preamble: str, body: str) -> str:
 
 
 def neutralize(text: str, tag: str) -> str:
-    """Defuse any <tag> or </tag> inside text, so it cannot open or close a fence."""
-    return re.sub(rf"<(\s*/?\s*{re.escape(tag)})", r"‹\1", text, flags=re.IGNORECASE)
+    """Defuse any <tag> or </tag> inside text, so it cannot open or close a fence.
+
+    A tag spelled with look-alikes (full-width `＜／`) or split by invisible characters (zero-width
+    joiners, soft hyphens: Unicode's format characters) reads the same to a model, so tags are
+    looked for in the text as read (format characters dropped, compatibility forms folded by
+    NFKC) and the character that reads as `<` is replaced."""
+    pattern = re.compile(rf"<(\s*/?\s*{re.escape(tag)})", re.IGNORECASE)
+    if text.isascii():
+        return pattern.sub(r"‹\1", text)
+    if "<" not in unicodedata.normalize("NFKC", text):
+        return text
+    read: list[str] = []
+    source: list[int] = []  # for each character as read, its index in text
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) != "Cf":
+            folded = unicodedata.normalize("NFKC", ch)
+            read.append(folded)
+            source.extend([i] * len(folded))
+    chars = list(text)
+    for match in pattern.finditer("".join(read)):
+        chars[source[match.start()]] = "‹"
+    return "".join(chars)
 
 
 def _prompt_message(message: Message) -> PromptMessage:

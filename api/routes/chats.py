@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
-import base64
 import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
+from api import problems
 from api.deps import RuntimeDep, TenantDep
 from api.problems import Problem
-from api.schemas import CreateChat, UpdateChat, chat_json, message_json
+from api.schemas import (
+    CURSOR,
+    ChatOut,
+    ChatPage,
+    ContextOut,
+    CreateChat,
+    MessageOut,
+    Text,
+    UpdateChat,
+    chat_json,
+    decode_cursor,
+    encode_cursor,
+    message_json,
+)
 from chat.ports import NewChat
 from chat.types import Chat, ModelSettings, Window
 from llm.errors import LLMError
@@ -20,7 +33,8 @@ from orchestrator.context import PromptPlan, assemble
 from orchestrator.fence import recall_into
 from orchestrator.step import budget_for, reset_chat
 
-router = APIRouter(prefix="/v1/chats", tags=["chats"])
+# Routes build their JSON with chat_json / message_json; the models only document it.
+router = APIRouter(prefix="/v1/chats", tags=["chats"], responses=problems.responses(401, 429, 503))
 
 
 def _missing(chat_id: uuid.UUID) -> Problem:
@@ -34,20 +48,15 @@ async def _chat(runtime: RuntimeDep, tenant: str, chat_id: uuid.UUID) -> Chat:
     return chat
 
 
-def _encode_cursor(chat: Chat) -> str:
-    raw = f"{chat.created_at.isoformat()}|{chat.id}".encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
 def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
-        at, _, chat_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(at), uuid.UUID(chat_id)
-    except (ValueError, UnicodeDecodeError) as exc:
+        return decode_cursor(cursor)
+    except ValueError as exc:
         raise Problem(422, "invalid_cursor", "the cursor is not one this API gave out") from exc
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, response_model=None,
+             responses={201: {"model": ChatOut}, **problems.responses(400, 413, 422)})
 async def create_chat(body: CreateChat, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
     chat = await runtime.deps.chats.create_chat(
         NewChat(
@@ -62,27 +71,31 @@ async def create_chat(body: CreateChat, runtime: RuntimeDep, tenant: TenantDep) 
     return chat_json(chat)
 
 
-@router.get("")
+@router.get("", response_model=None,
+            responses={200: {"model": ChatPage}, **problems.responses(422)})
 async def list_chats(
     runtime: RuntimeDep,
     tenant: TenantDep,
-    user_id: str | None = None,
-    cursor: str | None = None,
+    user_id: Annotated[Text | None, Query(min_length=1, max_length=200)] = None,
+    cursor: Annotated[str | None, Query(max_length=200, pattern=CURSOR,
+                                        description="`next_cursor` of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> dict[str, Any]:
     after = _decode_cursor(cursor) if cursor else None
     chats = await runtime.deps.chats.list_chats(tenant, user_id, after, limit + 1)
     page = chats[:limit]
-    next_cursor = _encode_cursor(page[-1]) if len(chats) > limit else None
+    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(chats) > limit else None
     return {"chats": [chat_json(c) for c in page], "next_cursor": next_cursor}
 
 
-@router.get("/{chat_id}")
+@router.get("/{chat_id}", response_model=None,
+            responses={200: {"model": ChatOut}, **problems.responses(404, 422)})
 async def get_chat(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
     return chat_json(await _chat(runtime, tenant, chat_id))
 
 
-@router.patch("/{chat_id}")
+@router.patch("/{chat_id}", response_model=None,
+              responses={200: {"model": ChatOut}, **problems.responses(400, 404, 413, 422)})
 async def update_chat(
     chat_id: uuid.UUID, body: UpdateChat, runtime: RuntimeDep, tenant: TenantDep
 ) -> dict[str, Any]:
@@ -95,17 +108,20 @@ async def update_chat(
     return chat_json(chat)
 
 
-@router.delete("/{chat_id}", status_code=204)
+@router.delete("/{chat_id}", status_code=204, responses=problems.responses(404, 422))
 async def delete_chat(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> Response:
     if not await runtime.deps.chats.delete_chat(tenant, chat_id):
         raise _missing(chat_id)
     return Response(status_code=204)
 
 
-@router.get("/{chat_id}/context")
+@router.get("/{chat_id}/context", response_model=None,
+            responses={200: {"model": ContextOut}, **problems.responses(404, 422)})
 async def context(
     chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep,
-    message: Annotated[str | None, Query(max_length=100_000)] = None,
+    # The request line must fit uvicorn's parser (~64 KB): 4,000 characters percent-encode to
+    # at most 48 KB. A longer message is only seen by the step itself.
+    message: Annotated[Text | None, Query(max_length=4000)] = None,
 ) -> dict[str, Any]:
     """What the next step would send: sections, tokens, budget, what recall found and why
     (each item's dense, keyword, recency and weight scores). With `message`, the prompt as that
@@ -166,7 +182,8 @@ def _compaction_view(runtime: RuntimeDep, chat: Chat, plan: PromptPlan) -> dict[
             "state": state.to_json()}
 
 
-@router.post("/{chat_id}/reset", status_code=201)
+@router.post("/{chat_id}/reset", status_code=201, response_model=None,
+             responses={201: {"model": MessageOut}, **problems.responses(404, 409, 422)})
 async def reset(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
     """The "start over" line: an empty summary row; the next step sees nothing before it.
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from sqlalchemy import text
 
+from api import problems
 from api.app_banner import EMBEDDED_BANNER
 from api.database import head_revision
 from api.deps import RuntimeDep
@@ -18,12 +20,35 @@ from memory.search import PostgresRecall
 router = APIRouter()
 
 
-@router.get("/healthz")
+class Healthy(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "migrations_pending", "unavailable"]
+    migration: str | None = None
+    head: str | None = None
+    database: str | None = Field(default=None, description="the error, when unreachable")
+
+
+class Status(BaseModel):
+    version: str
+    roles: dict[str, dict[str, Any]]
+    embedded_roles: list[str]
+    banner: str | None
+    memory: dict[str, Any]
+
+
+_NOT_READY = {"model": Readiness, "description": "The database is unreachable or behind"}
+
+
+@router.get("/healthz", response_model=None, responses={200: {"model": Healthy}})
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", response_model=None,
+            responses={200: {"model": Readiness}, 503: _NOT_READY})
 async def readyz(runtime: RuntimeDep) -> JSONResponse:
     head = head_revision()
     try:
@@ -51,7 +76,8 @@ def _role(value: ProviderConfig | dict[str, Any]) -> dict[str, Any]:
     return dict(value)
 
 
-@router.get("/v1/status")
+@router.get("/v1/status", response_model=None, responses={
+    200: {"model": Status}, **problems.responses(401, 403, 429, 503)})
 async def status(runtime: RuntimeDep) -> dict[str, Any]:
     roles = {name: _role(v) for name, v in runtime.providers.items()}
     embedded = [name for name, r in roles.items() if r.get("embedded")]

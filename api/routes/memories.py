@@ -5,33 +5,83 @@ Every call is scoped to the caller's tenant and the `user_id` it names.
 
 from __future__ import annotations
 
-import base64
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from api import problems
 from api.deps import RuntimeDep, TenantDep
 from api.problems import Problem
-from api.schemas import Text
+from api.schemas import CURSOR, STRICT, Text, decode_cursor, encode_cursor
 from llm.errors import LLMError
 from memory.recall import RecallConfig
 from memory.search import PostgresRecall
 from memory.store import PostgresFactStore
 
-router = APIRouter(prefix="/v1/memories", tags=["memories"])
+router = APIRouter(prefix="/v1/memories", tags=["memories"],
+                   responses=problems.responses(401, 429, 503))
 
 UserId = Annotated[Text, Query(min_length=1, max_length=200)]
 
 
 class AddMemory(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     user_id: Text = Field(min_length=1, max_length=200)
     text: Text = Field(min_length=1, max_length=2000)
     importance: float = Field(default=0.5, ge=0, le=1)
+
+
+# The shapes of answers, for the OpenAPI document (`Fact.to_json`, `Recalled.to_json`).
+
+
+class FactOut(BaseModel):
+    id: uuid.UUID
+    text: str
+    importance: float
+    origin: str
+    sources: list[uuid.UUID] = Field(description="the messages the fact came from")
+    valid_from: datetime
+    valid_to: datetime | None = Field(description="set once forgotten or superseded")
+    superseded_by: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class FactPage(BaseModel):
+    """Without `q`: the user's facts, newest first."""
+
+    items: list[FactOut]
+    next: str | None = Field(description="pass as `before` for the next page")
+
+
+class RecalledOut(BaseModel):
+    id: uuid.UUID
+    source: str
+    role: str | None
+    text: str
+    created_at: datetime
+    chat_id: uuid.UUID | None
+    tokens: int
+    scores: dict[str, float]
+
+
+class RecallOut(BaseModel):
+    """With `q`: what recall finds, facts and past messages, with each score."""
+
+    query: str
+    mode: str
+    items: list[RecalledOut]
+    candidates: int
+    timings: dict[str, float]
+
+
+class FactWriteOut(FactOut):
+    result: Literal["added", "updated", "superseded"]
+    replaced: uuid.UUID | None
 
 
 def _facts(runtime: RuntimeDep) -> PostgresFactStore:
@@ -51,16 +101,18 @@ def _embedder_down(exc: LLMError) -> Problem:
     return Problem(503, "embedder_unavailable", f"the embedder failed: {exc}", provider=exc.code)
 
 
-@router.get("")
+@router.get("", response_model=None,
+            responses={200: {"model": FactPage | RecallOut}, **problems.responses(422)})
 async def list_or_search(
     runtime: RuntimeDep,
     tenant: TenantDep,
     user_id: UserId,
-    q: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
+    q: Annotated[Text | None, Query(min_length=1, max_length=2000)] = None,
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid",
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     history: bool = False,
-    before: Annotated[str | None, Query(description="cursor from the previous page")] = None,
+    before: Annotated[str | None, Query(max_length=200, pattern=CURSOR,
+                                        description="`next` of the previous page")] = None,
 ) -> dict[str, Any]:
     """Without `q`: the user's facts, newest first (`history` adds superseded and forgotten
     ones). With `q`: what recall would find, facts and past messages, with each score."""
@@ -77,26 +129,21 @@ async def list_or_search(
     rows = await _facts(runtime).list(tenant, user_id, limit=limit + 1, history=history,
                                       before=_cursor(before))
     page = rows[:limit]
-    cursor = _encode(page[-1].updated_at, page[-1].id) if len(rows) > limit else None
+    cursor = encode_cursor(page[-1].updated_at, page[-1].id) if len(rows) > limit else None
     return {"items": [f.to_json() for f in page], "next": cursor}
-
-
-def _encode(stamp: datetime, ident: uuid.UUID) -> str:
-    """An opaque, URL-safe cursor: the (updated_at, id) of the last fact of a page."""
-    return base64.urlsafe_b64encode(f"{stamp.isoformat()}|{ident}".encode()).decode()
 
 
 def _cursor(value: str | None) -> tuple[datetime, uuid.UUID] | None:
     if value is None:
         return None
     try:
-        stamp, _, ident = base64.urlsafe_b64decode(value.encode()).decode().partition("|")
-        return datetime.fromisoformat(stamp), uuid.UUID(ident)
-    except ValueError as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return decode_cursor(value)
+    except ValueError as exc:
         raise Problem(422, "invalid_request", "`before` is not a cursor from this API") from exc
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, response_model=None,
+             responses={201: {"model": FactWriteOut}, **problems.responses(400, 413, 422)})
 async def add(body: AddMemory, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
     """Write a fact; one that already exists (same text, or a close paraphrase) is updated."""
     facts = _facts(runtime)
@@ -114,7 +161,7 @@ async def add(body: AddMemory, runtime: RuntimeDep, tenant: TenantDep) -> dict[s
             **fact.to_json()}
 
 
-@router.delete("/{memory_id}", status_code=204)
+@router.delete("/{memory_id}", status_code=204, responses=problems.responses(404, 422))
 async def forget(
     memory_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep, user_id: UserId
 ) -> Response:

@@ -6,19 +6,21 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from api import problems
 from api.deps import RuntimeDep, TenantDep
 from api.problems import Problem
-from api.schemas import PostMessage, message_json
+from api.schemas import AbortOut, HistoryPage, PostMessage, StepOut, message_json
 from api.sse import StepResult, frame, replay_events
 from orchestrator.events import StepEvent
 from orchestrator.step import AbortSignal, Replayed, StepRequest, run_step, start_step
 
-router = APIRouter(prefix="/v1/chats", tags=["messages"])
+router = APIRouter(prefix="/v1/chats", tags=["messages"],
+                   responses=problems.responses(401, 429, 503))
 
 MAX_POSITION = 2**63 - 1  # positions are bigint
 DISCONNECT_CHECK = 0.25  # seconds between looks at a JSON client's connection
@@ -30,7 +32,23 @@ def _wants_sse(request: Request) -> bool:
     return "text/event-stream" in request.headers.get("accept", "")
 
 
-@router.post("/{chat_id}/messages", response_model=None)
+_EVENT = {  # one server-sent event: `event:` names it, `data:` is its JSON
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"enum": sorted(kind.type for kind in get_args(StepEvent))},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+_STEP_ANSWER = {
+    "model": StepOut,
+    "description": "The finished step as JSON; with `Accept: text/event-stream`, its events",
+    "content": {"text/event-stream": {"itemSchema": _EVENT}},
+}
+
+
+@router.post("/{chat_id}/messages", response_model=None,
+             responses={200: _STEP_ANSWER, **problems.responses(400, 404, 409, 413, 422)})
 async def post_message(
     chat_id: uuid.UUID, body: PostMessage, request: Request, runtime: RuntimeDep,
     tenant: TenantDep,
@@ -99,7 +117,8 @@ async def _replay(events: list[StepEvent]) -> AsyncIterator[bytes]:
         yield frame(event)
 
 
-@router.get("/{chat_id}/messages")
+@router.get("/{chat_id}/messages", response_model=None,
+            responses={200: {"model": HistoryPage}, **problems.responses(404, 422)})
 async def history(
     chat_id: uuid.UUID,
     runtime: RuntimeDep,
@@ -123,7 +142,8 @@ async def history(
     }
 
 
-@router.post("/{chat_id}/abort")
+@router.post("/{chat_id}/abort", response_model=None,
+             responses={200: {"model": AbortOut}, **problems.responses(404, 422)})
 async def abort(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
     """Stop the chat's running step, whichever worker runs it."""
     if await runtime.deps.chats.get_chat(tenant, chat_id) is None:

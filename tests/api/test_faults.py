@@ -19,6 +19,7 @@ from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_st
 PROBLEM = "application/problem+json"
 
 
+@pytest.mark.bad_input
 async def test_unknown_chat_is_404_problem(client: httpx.AsyncClient) -> None:
     for method, path in [
         ("POST", f"/v1/chats/{uuid.uuid4()}/messages"),
@@ -33,6 +34,7 @@ async def test_unknown_chat_is_404_problem(client: httpx.AsyncClient) -> None:
         assert response.json()["code"] == "chat_not_found"
 
 
+@pytest.mark.bad_input
 async def test_invalid_bodies_are_422_problems(client: httpx.AsyncClient) -> None:
     chat_id = await new_chat(client)
     for body in [{}, {"content": ""}, {"content": 5}, {"content": "x", "surprise": 1}]:
@@ -46,6 +48,7 @@ async def test_invalid_bodies_are_422_problems(client: httpx.AsyncClient) -> Non
     assert response.json()["code"] == "invalid_request"
 
 
+@pytest.mark.bad_input
 async def test_oversized_message_is_413_and_writes_nothing(
     jin_factory: Callable[..., str], model: FakeOpenAIServer
 ) -> None:
@@ -209,6 +212,7 @@ async def test_abort_flag_alone_stops_the_stream_when_no_notification_arrives(
     await _assert_clean(engine)
 
 
+@pytest.mark.bad_input
 async def test_nulls_nul_bytes_and_huge_positions_are_422_not_500(
     client: httpx.AsyncClient,
 ) -> None:
@@ -244,6 +248,7 @@ async def test_a_json_client_that_goes_away_stops_the_step(
     await _assert_clean(engine)
 
 
+@pytest.mark.bad_input
 async def test_bodies_over_the_limit_are_413_with_or_without_a_length(
     jin_factory: Callable[..., str],
 ) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -139,6 +140,7 @@ async def test_user_b_never_gets_user_a_memory_by_any_path(
     assert secret in texts
 
 
+@pytest.mark.bad_input
 async def test_the_fence_echoed_by_the_model_is_scrubbed_from_stream_and_storage(
     client: httpx.AsyncClient, model: FakeOpenAIServer
 ) -> None:
@@ -150,6 +152,7 @@ async def test_the_fence_echoed_by_the_model_is_scrubbed_from_stream_and_storage
     assert (await history(client, chat_id))[-1]["content"] == "Hello there"
 
 
+@pytest.mark.bad_input
 async def test_recalled_text_cannot_close_the_fence(
     client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
 ) -> None:
