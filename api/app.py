@@ -20,7 +20,7 @@ from api import problems
 from api.access import Access, RateLimiter, is_loopback
 from api.app_banner import EMBEDDED_BANNER, OPEN_BANNER
 from api.database import create_engine, create_memory_engine
-from api.edge import Edge
+from api.edge import Edge, declare_keys
 from api.embedders import build_embedder, duplicate_cosine, served_dim
 from api.keys import KeyStore
 from api.metrics import Metrics
@@ -311,6 +311,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         limiter=RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst))
     app.add_middleware(_Timing)
     problems.install(app)
+    declare_keys(app)
     app.include_router(health.router)
     app.include_router(chats.router)
     app.include_router(messages.router)

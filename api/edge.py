@@ -14,7 +14,9 @@ import logging
 import re
 import time
 import uuid
+from typing import Any
 
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -118,3 +120,24 @@ def _remember(scope: Scope, caller: Caller) -> None:
     state = scope.setdefault("state", {})
     state["tenant"] = caller.tenant_id
     state["caller"] = caller
+
+
+def declare_keys(app: FastAPI) -> None:
+    """Tell the OpenAPI spec that every route but health takes a Bearer key (wrapping the spec
+    that problems.install built, so its Problem schema stays)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        spec = generate()
+        components = spec.setdefault("components", {})
+        components.setdefault("securitySchemes", {})["apiKey"] = {
+            "type": "http", "scheme": "bearer",
+            "description": "`jin keys create`; not needed on loopback while no key exists",
+        }
+        spec["security"] = [{"apiKey": []}]
+        for path in PUBLIC & set(spec.get("paths", {})):
+            for operation in spec["paths"][path].values():
+                operation["security"] = []
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

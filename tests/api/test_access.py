@@ -52,6 +52,11 @@ async def test_with_keys_every_route_but_health_needs_a_live_key(
                  401, "invalid_key")
 
         assert (await acme.get("/v1/chats")).status_code == 200
+        spec = (await acme.get("/openapi.json")).json()  # clients learn the scheme from it
+        assert spec["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
+        assert spec["security"] == [{"apiKey": []}]
+        assert spec["paths"]["/healthz"]["get"]["security"] == []
+        assert "401" in spec["paths"]["/v1/chats"]["get"]["responses"]
         # Metrics and status are for operators: a tenant's key without admin is refused.
         _refused(await acme.get("/metrics"), 403, "admin_only")
         _refused(await acme.get("/v1/status"), 403, "admin_only")
