@@ -15,7 +15,9 @@ import httpx
 import pytest
 import schemathesis
 from schemathesis import Case
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from api.keys import KeyStore
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.sse_client import history, new_chat, stream_step
 
@@ -40,19 +42,27 @@ def echo_url() -> Iterator[str]:
 class Target:
     base: str
     chat_id: str
+    auth: dict[str, str]  # an admin key's header: fuzzed as deployed, with keys on
 
 
 @pytest.fixture
-def target(jin_factory: Callable[..., str], echo_url: str) -> Target:
-    base = jin_factory(brain_url=echo_url, helper_url=echo_url, embedder_url=echo_url)
-    chat = httpx.post(f"{base}/v1/chats", json={"user_id": "u1", "title": "t"}).json()
-    return Target(base, chat["id"])
+async def target(
+    jin_factory: Callable[..., str], echo_url: str, engine: AsyncEngine
+) -> Target:
+    _, key = await KeyStore(engine).create("fuzz", admin=True)
+    auth = {"Authorization": f"Bearer {key}"}
+    base = jin_factory(brain_url=echo_url, helper_url=echo_url, embedder_url=echo_url,
+                       rate_limit_per_minute=0)  # deep runs send thousands of requests
+    async with httpx.AsyncClient(base_url=base, headers=auth) as client:
+        chat = (await client.post("/v1/chats", json={"user_id": "u1", "title": "t"})).json()
+    return Target(base, chat["id"], auth)
 
 
 @pytest.fixture
 def api_schema(target: Target) -> schemathesis.BaseSchema:
     config = schemathesis.Config.from_dict({
         **({"seed": SEED} if SEED is not None else {}),
+        "headers": target.auth,
         "generation": {"max-examples": EXAMPLES},
         "phases": {"stateful": {"enabled": False}},
         # A body over the deployment's byte limit is refused unread (413), valid or not:
@@ -72,7 +82,8 @@ def api_schema(target: Target) -> schemathesis.BaseSchema:
                 "expected-statuses": ["2xx", "401", "403", "404", "409", "413", "422", "429"]}},
         }],
     })
-    return schemathesis.openapi.from_url(f"{target.base}/openapi.json", config=config)
+    return schemathesis.openapi.from_url(f"{target.base}/openapi.json", config=config,
+                                         headers=target.auth)
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")
@@ -85,7 +96,10 @@ def _aim(case: Case, target: Target) -> None:
     is asked for as a stream."""
     params = case.path_parameters or {}
     if case.method == "POST" and case.path.endswith("/messages") and next(_turn) % 2:
-        case.headers = {**(case.headers or {}), "Accept": "text/event-stream"}
+        # (The key is not copied in: schemathesis adds it per call, and leaves it out when it
+        # checks that a request without one is refused.)
+        given = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}
+        case.headers = {**given, "Accept": "text/event-stream"}
     for name in ("chat_id", "memory_id"):
         raw = params.get(name)
         try:
@@ -96,9 +110,11 @@ def _aim(case: Case, target: Target) -> None:
             continue
         if name == "chat_id":
             params[name] = target.chat_id if case.method != "DELETE" else httpx.post(
-                f"{target.base}/v1/chats", json={"user_id": "u1"}).json()["id"]
+                f"{target.base}/v1/chats", json={"user_id": "u1"}, headers=target.auth
+            ).json()["id"]
         elif isinstance(user := (case.query or {}).get("user_id"), str):
-            made = httpx.post(f"{target.base}/v1/memories", json={"user_id": user, "text": "x"})
+            made = httpx.post(f"{target.base}/v1/memories", json={"user_id": user, "text": "x"},
+                              headers=target.auth)
             if made.status_code == 201:
                 params[name] = made.json()["id"]
 

@@ -222,6 +222,9 @@ async def test_postgres_restarted_under_load_fails_requests_cleanly_and_the_work
         "JIN_EMBEDDER_URL": echo_model, "JIN_EMBEDDER_MODEL": "fake-embedder",
         "JIN_LEASE_TTL_SECONDS": str(LEASE_TTL), "JIN_PARTIAL_FLUSH_SECONDS": "0.1",
         "JIN_ABORT_POLL_SECONDS": "0.1", "JIN_DB_POOL_SIZE": "4",
+        # A batch the indexer had claimed when the database went away is embedded again once
+        # its claim runs out (60 s by default): short here, so the test sees it come back.
+        "JIN_INDEXER_CLAIM_SECONDS": "2",
     })
     engine = create_engine(url, pool_size=2)
     stop = asyncio.Event()
