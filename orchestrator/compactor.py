@@ -75,7 +75,9 @@ class Compactor:
 
         indexed = await self._index(chat)
         hidden = hidden_before(summary)  # a "start over" stays in force for recall
+        asked = time.perf_counter()
         text, helper_called, helper_failed = await self._summarise(previous, span, state)
+        helper_ms = (time.perf_counter() - asked) * 1000 if helper_called else 0.0
         items = extract(render_span(span)) + extract(previous)
         helper_report = verify(items, text, [])
         text = keep_missing(text, helper_report)
@@ -126,6 +128,7 @@ class Compactor:
             skipped=row is None,
             fallback=not helper_called or helper_failed,
             coverage=round(report.coverage, 4),
+            helper_ms=round(helper_ms, 3),
         )
 
     def policy_for(self, chat: Chat) -> CompactionPolicy:

@@ -86,6 +86,7 @@ class CompactionDone:
     skipped: bool = False
     fallback: bool = False  # written without the helper (down, backing off, or rejected)
     coverage: float | None = None
+    helper_ms: float = 0.0  # the helper model's time on the summary
     type: Literal["compaction"] = "compaction"
 
 

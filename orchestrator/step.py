@@ -199,14 +199,14 @@ async def run_step(
     begun, plan = started.begun, started.plan
     message_id = begun.assistant_message_id
     yield StepStart(begun.step_id, started.chat.id, begun.user_message.id)
-    compacted = False
+    compacted, helper_ms = False, 0.0
     if deps.compactor is not None and (plan.left_out or plan.more_before):
         # The window cannot hold what is after the summary: compact before the brain reads it,
         # so that no message leaves the window without a summary.
         done = await _compact(deps, started, plan.total_tokens, "rows_left_out")
         if done is not None:
             yield done
-            compacted = not done.skipped
+            compacted, helper_ms = not done.skipped, done.helper_ms
             started = await _replan(deps, started)
     started, recalled = await _recall(deps, started)
     plan = started.plan
@@ -238,7 +238,7 @@ async def run_step(
         model_ended = time.perf_counter()
         monitor.cancel()
         await asyncio.gather(monitor, return_exceptions=True)
-        timings = _timings(started, model_started, model_ended, answer)
+        timings = _timings(started, model_started, model_ended, answer, helper_ms)
         try:
             saved = await _persist(deps, started, answer, timings)
         except Exception:  # the database stayed away: the stream still ends cleanly
@@ -270,9 +270,9 @@ async def run_step(
             done = await _compact(deps, started, tokens_next, decision.reason)
             if done is not None:
                 yield done
-    yield StepEnd(
-        begun.step_id, answer.status, _timings(started, model_started, model_ended, answer)
-    )
+                helper_ms += done.helper_ms
+    yield StepEnd(begun.step_id, answer.status,
+                  _timings(started, model_started, model_ended, answer, helper_ms))
 
 
 async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[str, Any]]]:
@@ -322,21 +322,24 @@ async def _replan(deps: StepDeps, started: Started) -> Started:
 
 
 def _timings(
-    started: Started, model_started: float, model_ended: float, answer: Answer
+    started: Started, model_started: float, model_ended: float, answer: Answer,
+    helper_ms: float = 0.0,
 ) -> dict[str, float]:
-    """Where the step's time went, in ms. overhead = total - model time (the brain's answer and
-    the embedder's query vector): the server's own share. When text came: first_token_ms
+    """Where the step's time went, in ms. overhead = total - model time (the brain's answer,
+    the embedder's query vector and the helper's summary): the server's own share. persist_ms
+    runs from the answer's end, so it holds a compaction after it. When text came: first_token_ms
     (request in -> first chunk handed on) and model_first_token_ms (model request -> its first
     delta); the server's share of the time to first token is first_token_ms -
     model_first_token_ms - embed_ms."""
     now = time.perf_counter()
     total = (now - started.received_at) * 1000
-    model = (model_ended - model_started) * 1000 + started.embed_ms
+    model = (model_ended - model_started) * 1000 + started.embed_ms + helper_ms
     timings = {
         "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
         "model_ms": round(model, 3),
         "embed_ms": round(started.embed_ms, 3),
         "recall_ms": round(started.recall_ms, 3),
+        "helper_ms": round(helper_ms, 3),
         "persist_ms": round((now - model_ended) * 1000, 3),
         "total_ms": round(total, 3),
         "overhead_ms": round(total - model, 3),
