@@ -145,16 +145,23 @@ def rank(
     for candidate, scores in scored:
         if len(out) >= config.max_items or used >= config.budget_tokens:
             break
-        words = _words(candidate.text)
-        if any(_overlap(words, other) >= config.duplicate_overlap
-               and key_terms(candidate.text) == terms for other, terms in kept):
-            continue  # the same thing said again; a different number or name is not
         text = _snippet(candidate.text, config.item_max_chars)
+        if used + len(text.split()) > config.budget_tokens:
+            # Cannot fit, and no tokenizer is needed to know: tokenizers split at whitespace
+            # first, so every word is at least one token. (A full prompt leaves little room,
+            # and then most candidates end here.)
+            continue
+        words = _words(candidate.text)
+        limit = config.duplicate_overlap
+        terms = key_terms(candidate.text)
+        if any(terms == other_terms and _overlap(words, other) >= limit
+               for other, other_terms in kept):
+            continue  # the same thing said again; a different number or name is not
         tokens = count_tokens(text)
         if used + tokens > config.budget_tokens:
             continue  # a shorter item further down may still fit
         used += tokens
-        kept.append((words, key_terms(candidate.text)))
+        kept.append((words, terms))
         scores = {**scores, "total": round(scores["total"], 6)}
         out.append(Recalled(candidate.id, candidate.source, text, candidate.created_at,
                             candidate.role, candidate.chat_id, tokens, scores))

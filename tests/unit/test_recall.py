@@ -152,3 +152,19 @@ def test_every_recall_knob_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("JIN_RECALL_MODE", "keyword")
     config = Settings(database_url="x").recall_config()
     assert all(getattr(config, n) == 1 for n in names) and config.mode == "keyword"
+
+
+def test_every_word_is_at_least_one_token_so_recall_can_skip_without_counting() -> None:
+    """rank() skips a candidate whose word count alone is over the room left, without the
+    tokenizer: that is only right if no token spans whitespace."""
+    from llm.tokens import TiktokenCounter
+
+    counter = TiktokenCounter()
+    texts = [
+        "the quick brown fox", "don't stop: 3.14159 is pi, 2026-11-29 a date",
+        "a  b   c\n\nd\te", "Привет, как дела? Добре, дякую!", "emoji 👩‍👩‍👧 ok 🙂🙂",
+        "x" * 500 + " y", "of the of the of the", "http://example.com/a/b?c=d&e=f",
+        "  leading and trailing  ", "数字 1234567 and 中文字符 mixed",
+    ]
+    for text in texts:
+        assert len(text.split()) <= counter.count(text), text
