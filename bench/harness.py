@@ -53,6 +53,8 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], path: str) -> None:
 def spawn(stack: ExitStack, args: list[str], env: dict[str, str], ready: str) -> subprocess.Popen:
     # JIN_BENCH_LOGS=DIR keeps each process's stderr there (why a step failed, for instance).
     logs = os.environ.get("JIN_BENCH_LOGS")
+    if logs:
+        Path(logs).mkdir(parents=True, exist_ok=True)
     err = open(Path(logs) / f"{args[1]}-{time.time_ns()}.log", "wb") if logs else None  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, *args], env={**os.environ, **env},
