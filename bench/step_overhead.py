@@ -4,10 +4,13 @@ Runs a real `jin serve` worker against the fake OpenAI-compatible server (zero d
 Postgres, on loopback. Each step reports `timings` measured inside the worker: total (request in
 to outcome committed) and model (provider request to last chunk); overhead = total - model.
 
-    .venv/bin/python bench/step_overhead.py [--steps 200] [--concurrency 32]
+    .venv/bin/python bench/step_overhead.py [--steps 200] [--chats 10] [--concurrency 32]
 
 Prints medians and p99s at 10, 1,000 and 100,000 messages of history, their ratio to the
-10-message figure, and steps/s with 32 concurrent chats. Never passes or fails on time.
+10-message figure, and steps/s with 32 concurrent chats. Never passes or fails on time. Every
+size gets `--chats` chats, each of its own user, stepped round robin (`--steps` at each size, so a
+"10-message" chat ends near 10 + 2 x steps / chats rows): the sizes differ in history alone, not
+in how much memory their users have indexed or how often they compact.
 Long chats are seeded as jin leaves them: with a summary row before their newest 40 rows
 (compaction keeps running as the benchmark adds turns, as in production). Every model role,
 the embedder too, is the fake; memory is on: each step recalls over its user's past (what the
@@ -102,12 +105,15 @@ async def step(client: aiohttp.ClientSession, chat_id: str, i: int) -> tuple[flo
     return app_ms - body["timings"]["model_ms"], client_ms
 
 
-async def sequential(client, engine, sizes: tuple[int, ...], steps: int) -> dict[int, dict]:
+async def sequential(
+    client, engine, sizes: tuple[int, ...], steps: int, n_chats: int
+) -> dict[int, dict]:
     """Steps on chats of each history size, interleaved, so that drift hits every size alike."""
     pools = {}
     for size in sizes:
-        # Several chats per size, round robin, so that history stays near `size`.
-        n_chats = max(1, min(steps // 2, 200_000 // max(size, 1)))
+        # The same number of chats at every size, stepped round robin, so that every size's
+        # users bring the same amount of indexed memory to recall and compact as often: the
+        # sizes then differ in their history alone.
         pools[size] = await make_chats(client, engine, n_chats, size)
         for i, chat_id in enumerate(pools[size][:5]):  # warm-up
             await step(client, chat_id, -i)
@@ -172,7 +178,8 @@ async def concurrent(client, engine, n: int, seconds: float) -> dict[str, float]
 async def run(args: argparse.Namespace, db_url: str, jin_url: str) -> None:
     engine = create_engine(db_url, pool_size=4)
     async with client_session(jin_url) as client:
-        results = await sequential(client, engine, (10, 1_000, 100_000), args.steps)
+        results = await sequential(client, engine, (10, 1_000, 100_000), args.steps,
+                                   args.chats)
         for size, r in results.items():
             print(f"history {size:>7,} msgs ({r['chats']:>3} chats): overhead median "
                   f"{r['median']:6.2f} ms  p99 {r['p99']:6.2f} ms  | client round trip median "
@@ -210,6 +217,8 @@ async def run_throughput(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--chats", type=int, default=10,
+                        help="chats per history size (each of 100,000 rows is seeded)")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
