@@ -98,9 +98,7 @@ class _BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = problems.problem_response(
-            413, "request_too_large", f"the body is over {self.limit} bytes"
-        )
+        too_large = self._too_large  # (built only when needed: most requests never are)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None:
             if length.isdigit() and int(length) > self.limit:
@@ -132,6 +130,11 @@ class _BodyLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        answer = problems.problem_response(
+            413, "request_too_large", f"the body is over {self.limit} bytes")
+        await answer(scope, receive, send)
 
 
 async def _discover_window(config: ProviderConfig, session: Any) -> ProviderConfig:
