@@ -136,7 +136,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Problem)
     async def _problem(_: Request, exc: Problem) -> JSONResponse:
-        return problem_response(exc.status, exc.code, exc.detail, **exc.extra)
+        # A 503 is "not now": say when to come back (an embedder or database blip).
+        headers = {"Retry-After": "5"} if exc.status == 503 else None
+        return problem_response(exc.status, exc.code, exc.detail, headers, **exc.extra)
 
     @app.exception_handler(StepError)
     async def _step_error(_: Request, exc: StepError) -> JSONResponse:

@@ -221,6 +221,7 @@ async def test_an_embedder_of_another_size_turns_memory_off_loudly_and_steps_sti
         assert memory["enabled"] is False and "jin reindex" in memory["problem"]
         listed = await c.get("/v1/memories", params={"user_id": "u1"})
         assert listed.status_code == 503 and listed.json()["code"] == "memory_unavailable"
+        assert listed.headers["retry-after"] == "5"
         chat_id = await new_chat(c)
         model.push(Reply(["still here"]))
         events = await stream_step(c, chat_id, "hello")
