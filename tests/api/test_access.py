@@ -203,6 +203,8 @@ async def test_logs_are_json_lines_with_ids_and_no_content_or_keys(
                                          headers={**SSE, "X-Request-Id": "req-7731"})
             assert response.headers["x-request-id"] == "req-7731"
             await client.get(f"/v1/chats/{chat}/context", params={"message": words})
+            model.push(Reply(["fine"], usage={"prompt_tokens": 12, "completion_tokens": 3}))
+            await stream_step(client, chat, "and now?")
             metrics = (await client.get("/metrics")).text
     finally:
         proc.terminate()
@@ -218,8 +220,11 @@ async def test_logs_are_json_lines_with_ids_and_no_content_or_keys(
     assert 'jin_provider_errors_total{code="provider_error"} 1.0' in metrics
     assert 'jin_http_requests_total{method="POST",route="/v1/chats",status="201"} 1.0' in metrics
     assert 'jin_step_seconds_count{status="failed"} 1.0' in metrics
-    assert "jin_step_overhead_seconds_count 1.0" in metrics
-    assert "jin_recall_seconds_count 1.0" in metrics
+    assert 'jin_step_seconds_count{status="complete"} 1.0' in metrics
+    assert 'jin_tokens_total{direction="in"} 12.0' in metrics
+    assert 'jin_tokens_total{direction="out"} 3.0' in metrics
+    assert "jin_step_overhead_seconds_count 2.0" in metrics
+    assert "jin_recall_seconds_count 2.0" in metrics
 
 
 def _json(line: str) -> dict[str, Any] | None:
