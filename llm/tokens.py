@@ -11,7 +11,7 @@ import gzip
 import hashlib
 import os
 import tempfile
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from pathlib import Path
 
@@ -43,12 +43,24 @@ def encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
 
 
 class TiktokenCounter:
-    """TokenCounter over a tiktoken encoding."""
+    """TokenCounter over a tiktoken encoding, remembering recent answers.
 
-    def __init__(self, name: str = "cl100k_base") -> None:
+    A step counts the same texts more than once (the new message, the system prompt and summary
+    of every step of a chat, the answer), and encoding costs far more than hashing a string:
+    counts of texts up to `CACHED_CHARS` long are kept, the `cache_size` most recent."""
+
+    CACHED_CHARS = 20_000
+
+    def __init__(self, name: str = "cl100k_base", cache_size: int = 4096) -> None:
         self._enc = encoding(name)
+        self._cached = lru_cache(maxsize=cache_size)(self._encode)
+
+    def _encode(self, text: str) -> int:
+        return len(self._enc.encode(text, disallowed_special=()))
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        return len(self._enc.encode(text, disallowed_special=()))
+        if len(text) > self.CACHED_CHARS:
+            return self._encode(text)
+        return self._cached(text)

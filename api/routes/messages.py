@@ -98,9 +98,12 @@ async def _collect(
     last_check = time.monotonic()
     while True:
         try:
-            event = await asyncio.wait_for(queue.get(), DISCONNECT_CHECK)
-        except TimeoutError:
-            event = _NOTHING_YET  # only look at the connection
+            event = queue.get_nowait()  # (what is already there needs no timer or task)
+        except asyncio.QueueEmpty:
+            try:
+                event = await asyncio.wait_for(queue.get(), DISCONNECT_CHECK)
+            except TimeoutError:
+                event = _NOTHING_YET  # only look at the connection
         if event is None:
             return result
         if event is not _NOTHING_YET:
