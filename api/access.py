@@ -1,9 +1,10 @@
 """Who is calling, and whether they may call now: Bearer keys and a per-key rate limit.
 
 Keys are checked against Postgres and remembered for `cache_seconds`, so a revoked key stops
-working within that time on every worker and a step costs no extra query. Without any live key
-in the database jin is open, as tenant "default", but only on a loopback address: `jin serve`
-refuses to start otherwise, and a worker whose keys were all revoked while it ran answers 401.
+working within that time on every worker and a step costs no extra query. Until the first key is
+made jin is open, as tenant "default", but only on a loopback address and only to callers on
+loopback that no proxy forwarded: `jin serve` refuses to start otherwise. Once a key was ever
+made it is never open again, even with every key revoked.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from api.keys import KEY_START, KeyStore, hash_key
+from api.keys import KEY_SHAPE, KeyStore, hash_key
 
 OPEN_TENANT = "default"
 
@@ -51,21 +53,24 @@ class Access:
                  cache_size: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
         self.keys, self.open_allowed = keys, open_allowed
         self.cache_seconds, self.cache_size, self.clock = cache_seconds, cache_size, clock
-        self._answers: OrderedDict[bytes, tuple[float, Caller | None]] = OrderedDict()
+        # Known keys and refused ones apart, so a flood of wrong keys cannot push out good ones.
+        self._known: OrderedDict[bytes, tuple[float, Caller]] = OrderedDict()
+        self._refused: OrderedDict[bytes, float] = OrderedDict()
         self._open: tuple[float, bool] | None = None
 
     async def is_open(self) -> bool:
-        """No live key anywhere and a loopback bind: everyone is let in."""
+        """No key ever made and a loopback bind: loopback callers are let in."""
         if not self.open_allowed:
             return False
         now = self.clock()
         if self._open is None or now - self._open[0] >= self.cache_seconds:
-            self._open = (now, not await self.keys.any_live())
+            self._open = (now, not await self.keys.ever_made())
         return self._open[1]
 
-    async def check(self, authorization: str | None) -> Caller | Denied:
+    async def check(self, authorization: str | None, *, local: bool = True) -> Caller | Denied:
+        """`local`: the caller is on loopback and no proxy forwarded the request."""
         if authorization is None:
-            if await self.is_open():
+            if local and await self.is_open():
                 return Caller(OPEN_TENANT, None, admin=True)
             return Denied(401, "missing_key", "send `Authorization: Bearer <key>`; "
                           "an administrator makes keys with `jin keys create`")
@@ -74,23 +79,35 @@ class Access:
         if scheme.lower() != "bearer" or not secret:
             return Denied(401, "invalid_authorization",
                           "the Authorization header must be `Bearer <key>`")
-        caller = await self._lookup(secret) if secret.startswith(KEY_START) else None
+        # Anything not shaped like a key is refused without a query.
+        caller = await self._lookup(secret) if KEY_SHAPE.match(secret) else None
         if caller is None:
             return Denied(401, "invalid_key", "the key is unknown or revoked")
         return caller
 
     async def _lookup(self, secret: str) -> Caller | None:
         digest, now = hash_key(secret), self.clock()
-        cached = self._answers.get(digest)
-        if cached is not None and now - cached[0] < self.cache_seconds:
-            return cached[1]
+        known = self._known.get(digest)
+        if known is not None and now - known[0] < self.cache_seconds:
+            return known[1]
+        refused = self._refused.get(digest)
+        if refused is not None and now - refused < self.cache_seconds:
+            return None
         key = await self.keys.verify(secret)
-        caller = Caller(key.tenant_id, key.id, key.admin) if key else None
-        self._answers[digest] = (now, caller)
-        self._answers.move_to_end(digest)
-        while len(self._answers) > self.cache_size:
-            self._answers.popitem(last=False)
+        if key is None:
+            _remember(self._refused, digest, now, self.cache_size // 10)
+            self._known.pop(digest, None)
+            return None
+        caller = Caller(key.tenant_id, key.id, key.admin)
+        _remember(self._known, digest, (now, caller), self.cache_size)
         return caller
+
+
+def _remember(cache: OrderedDict[bytes, Any], digest: bytes, value: Any, size: int) -> None:
+    cache[digest] = value
+    cache.move_to_end(digest)
+    while len(cache) > size:
+        cache.popitem(last=False)
 
 
 class RateLimiter:

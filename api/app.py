@@ -98,11 +98,10 @@ class _BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = self._too_large  # (built only when needed: most requests never are)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None:
             if length.isdigit() and int(length) > self.limit:
-                await too_large(scope, receive, send)
+                await self._too_large(scope, receive, send)
                 return
             await self.app(scope, receive, send)
             return
@@ -117,7 +116,7 @@ class _BodyLimit:
             size += len(chunks[-1])
             more = message.get("more_body", False)
             if size > self.limit:
-                await too_large(scope, receive, send)
+                await self._too_large(scope, receive, send)
                 return
         body = b"".join(chunks)
         replayed = False
@@ -198,12 +197,33 @@ async def _memory(
     return _Memory(provider, facts, recall, indexer, None)
 
 
+def _roles(settings: Settings) -> tuple[ProviderConfig, ProviderConfig,
+                                         EmbeddedChatServer | None]:
+    """Brain and helper: the configured servers, or the embedded model (started here)."""
+    embedded: EmbeddedChatServer | None = None
+    brain, helper = settings.provider("brain"), settings.provider("helper")
+    if brain is None or helper is None:
+        embedded = EmbeddedChatServer(
+            threads=settings.embedded_model_threads,
+            context_window=settings.embedded_context_window,
+        )
+        local = embedded.start()
+        brain = brain or local
+        helper = helper or ProviderConfig(**{**local.__dict__, "role": "helper"})
+    if brain.embedded:
+        log.warning(EMBEDDED_BANNER)
+    log.info("brain: %s at %s", brain.model, brain.base_url)
+    log.info("helper: %s at %s", helper.model, helper.base_url)
+    return brain, helper, embedded
+
+
 async def _access(settings: Settings, engine: AsyncEngine) -> Access:
-    """Keys from the database; with none, open on loopback only (loudly), else no start."""
+    """Keys from the database; until the first is made, open on loopback only (loudly), else
+    no start."""
     keys = KeyStore(engine)
     access = Access(keys, open_allowed=is_loopback(settings.host),
                     cache_seconds=settings.auth_cache_seconds)
-    if await keys.any_live():
+    if await keys.ever_made():
         log.info("API keys required (Authorization: Bearer <key>)")
     elif access.open_allowed:
         log.warning(OPEN_BANNER)
@@ -218,27 +238,17 @@ async def _access(settings: Settings, engine: AsyncEngine) -> Access:
 def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None) -> FastAPI:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (jin serve resolves it)")
-    meter = Metrics()
+    meter = Metrics(settings.prometheus_multiproc_dir)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        embedded: EmbeddedChatServer | None = None
-        brain = settings.provider("brain")
-        helper = settings.provider("helper")
-        if brain is None or helper is None:
-            embedded = EmbeddedChatServer(
-                threads=settings.embedded_model_threads,
-                context_window=settings.embedded_context_window,
-            )
-            local = embedded.start()
-            brain = brain or local
-            helper = helper or ProviderConfig(**{**local.__dict__, "role": "helper"})
-        if brain.embedded:
-            log.warning(EMBEDDED_BANNER)
-        log.info("brain: %s at %s", brain.model, brain.base_url)
-        log.info("helper: %s at %s", helper.model, helper.base_url)
-
         engine = create_engine(settings.database_url or "", pool_size=settings.db_pool_size)
+        try:  # who may call comes first: a start that must be refused refuses at once
+            app.state.access = await _access(settings, engine)
+        except BaseException:
+            await engine.dispose()
+            raise
+        brain, helper, embedded = _roles(settings)
         http = new_session(
             connect_timeout=settings.provider_connect_timeout,
             read_timeout=settings.provider_read_timeout,
@@ -246,7 +256,6 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         )
         if not brain.embedded and brain.context_window is None:
             brain = await _discover_window(brain, http)
-        app.state.access = await _access(settings, engine)
         chats, counter = PostgresChatStore(engine), TiktokenCounter()
         memory_db = create_memory_engine(settings.database_url or "",
                                          pool_size=max(2, settings.db_pool_size // 4))

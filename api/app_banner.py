@@ -6,7 +6,7 @@ EMBEDDED_BANNER = (
 )
 
 OPEN_BANNER = (
-    "NO API KEYS: anyone who can reach this address is let in, as tenant 'default'. "
-    "That is only allowed on a loopback address. Create a key with `jin keys create --tenant "
-    "<tenant>`; from then on every route but /healthz and /readyz needs one."
+    "NO API KEYS: callers on this machine are let in without one, as tenant 'default' (only on "
+    "a loopback address, never through a proxy). Create a key with `jin keys create --tenant "
+    "<tenant>`; from then on every route but /healthz and /readyz needs one, for good."
 )

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -56,10 +57,15 @@ def _serve(args: argparse.Namespace) -> int:
         # metrics so that /metrics on any of them sums all.
         os.environ["JIN_DATABASE_URL"] = url
         os.environ["JIN_HOST"] = settings.host
-        os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="jin-metrics-"))
+        made = None
+        if settings.prometheus_multiproc_dir is None:
+            made = tempfile.mkdtemp(prefix="jin-metrics-")  # this run's alone, removed after
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
         try:
             uvicorn.run("api.app:app_from_env", factory=True, workers=args.workers, **common)
         finally:
+            if made is not None:
+                shutil.rmtree(made, ignore_errors=True)
             if stop_database is not None:
                 stop_database()
     else:

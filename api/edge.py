@@ -21,9 +21,10 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import logs
-from api.access import Access, Caller, Denied, RateLimiter
+from api.access import Access, Caller, Denied, RateLimiter, is_loopback
 from api.metrics import Metrics
 from api.problems import problem_response
+from chat.outage import is_outage
 
 log = logging.getLogger("jin.access")
 
@@ -32,6 +33,7 @@ ADMIN = frozenset({"/metrics", "/v1/status"})
 _CHAT = re.compile(r"^/v1/chats/([0-9a-fA-F-]{36})(?:/|$)")
 _STEP = re.compile(r"^/v1/chats/[^/]+/messages/?$")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class Edge:
@@ -81,8 +83,9 @@ class Edge:
             template = getattr(route, "path", None) or ("unmatched" if status == 404 else path
                                                          if path in PUBLIC | ADMIN else "other")
             elapsed = time.perf_counter() - started
-            self.metrics.requests.labels(method, template, str(status)).inc()
-            self.metrics.request_seconds.labels(method, template).observe(elapsed)
+            label = method if method in _METHODS else "OTHER"  # the client picks the method
+            self.metrics.requests.labels(label, template, str(status)).inc()
+            self.metrics.request_seconds.labels(label, template).observe(elapsed)
             log.info("%s %s %d", method, template, status,
                      extra={"status": status, "ms": round(elapsed * 1000, 2)})
 
@@ -93,7 +96,16 @@ class Edge:
             return None
         access: Access = scope["app"].state.access
         raw = headers.get(b"authorization")
-        caller = await access.check(raw.decode("latin-1") if raw is not None else None)
+        try:
+            caller = await access.check(raw.decode("latin-1") if raw is not None else None,
+                                        local=_local(scope, headers))
+        except Exception as exc:  # outside the app's error handlers: answer here
+            if not is_outage(exc):
+                raise
+            log.warning("key check: the database is unavailable (%s)", type(exc).__name__)
+            return problem_response(503, "database_unavailable",
+                                    "the database is not reachable; retry shortly",
+                                    headers={"Retry-After": "2"})
         if isinstance(caller, Denied):
             self.metrics.auth_failures.labels(caller.code).inc()
             return problem_response(caller.status, caller.code, caller.detail,
@@ -108,12 +120,23 @@ class Edge:
                 return problem_response(
                     429, "rate_limited", "this key is over its rate limit; retry later",
                     headers={"Retry-After": RateLimiter.retry_after(wait)})
-        if is_step and self.steps_in_flight >= self.max_steps:
+        # Steps whose client left still run (and save): count those too.
+        running = max(self.steps_in_flight, len(scope["app"].state.runtime.running))
+        if is_step and running >= self.max_steps:
             return problem_response(
                 503, "too_many_steps", f"this worker runs {self.max_steps} steps already",
                 headers={"Retry-After": "1"})
         _remember(scope, caller)
         return None
+
+
+def _local(scope: Scope, headers: dict[bytes, bytes]) -> bool:
+    """On loopback at both ends, and not forwarded by a proxy (which would make everyone
+    behind it look local)."""
+    client, server = scope.get("client"), scope.get("server")
+    forwarded = any(h in headers for h in (b"forwarded", b"x-forwarded-for", b"x-real-ip"))
+    return (not forwarded and bool(client) and is_loopback(client[0])
+            and (not server or is_loopback(server[0])))
 
 
 def _remember(scope: Scope, caller: Caller) -> None:

@@ -8,6 +8,7 @@ may also read `/metrics` and `/v1/status`.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 KEY_START = "jin_"
+KEY_SHAPE = re.compile(r"^jin_[A-Za-z0-9_-]{43}$")  # what create() makes: 32 bytes, base64url
 PREFIX_CHARS = 12  # `jin_` and 8 characters: enough to tell keys apart in a list, useless alone
 
 _COLUMNS = "id, tenant_id, name, prefix, admin, created_at, last_used_at, revoked_at"
@@ -103,15 +105,24 @@ class KeyStore:
         return _key(row)
 
     async def verify(self, secret: str) -> ApiKey | None:
-        """The live key with this secret, noting that it was used; None for any other."""
+        """The live key with this secret; None for any other. Its `last_used_at` moves on at
+        most once a minute, so a busy key does not make every check a write."""
         async with self.engine.begin() as conn:
-            row = (await conn.execute(text(
-                f"UPDATE api_keys SET last_used_at = now() "
-                f"WHERE key_hash = :hash AND revoked_at IS NULL RETURNING {_COLUMNS}"),
-                {"hash": hash_key(secret)})).mappings().first()
+            row = (await conn.execute(text(f"""
+                WITH k AS (
+                    SELECT {_COLUMNS} FROM api_keys
+                    WHERE key_hash = :hash AND revoked_at IS NULL
+                ), touched AS (
+                    UPDATE api_keys SET last_used_at = now()
+                    WHERE id IN (SELECT id FROM k)
+                      AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+                )
+                SELECT * FROM k"""), {"hash": hash_key(secret)})).mappings().first()
         return _key(row) if row else None
 
-    async def any_live(self) -> bool:
+    async def ever_made(self) -> bool:
+        """Whether any key was ever created: from then on jin is never open, even with every
+        key revoked (revoking a leaked last key must not open the door)."""
         async with self.engine.connect() as conn:
             return bool((await conn.execute(text(
-                "SELECT EXISTS (SELECT 1 FROM api_keys WHERE revoked_at IS NULL)"))).scalar())
+                "SELECT EXISTS (SELECT 1 FROM api_keys)"))).scalar())

@@ -1,12 +1,14 @@
 """Prometheus metrics of one worker, fed by the edge (requests) and by the step's own events.
 
 Under `jin serve --workers N` every worker writes to PROMETHEUS_MULTIPROC_DIR (the CLI sets
-it) and `/metrics` on any of them sums them all.
+it) and `/metrics` on any of them sums them all; the running-steps gauge of a worker that died
+(uvicorn starts another) is dropped when the next one starts.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -26,7 +28,10 @@ _FAST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, multiprocess_dir: Path | None = None) -> None:
+        self.multiprocess_dir = multiprocess_dir
+        if multiprocess_dir is not None:
+            _forget_dead_workers(multiprocess_dir)
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter("jin_http_requests", "HTTP requests answered",
@@ -74,8 +79,26 @@ class Metrics:
             self.compactions.labels(result).inc()
 
     def exposition(self) -> tuple[bytes, str]:
-        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        if self.multiprocess_dir is not None:
             combined = CollectorRegistry()
             multiprocess.MultiProcessCollector(combined)
             return generate_latest(combined), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _forget_dead_workers(directory: Path) -> None:
+    """A worker killed mid-step leaves its live gauge file behind: drop those of dead pids."""
+    for path in directory.glob("gauge_live*_*.db"):
+        pid = path.stem.rpartition("_")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            multiprocess.mark_process_dead(int(pid), str(directory))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -12,10 +12,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from chat.outage import is_outage
 from orchestrator.errors import StepError
 
 log = logging.getLogger("jin.api")
@@ -108,16 +109,6 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE, headers=headers)
 
 
-# SQLSTATE classes that mean "not now" rather than "wrong": connection exceptions, insufficient
-# resources (too many clients), and the server shutting down or starting.
-_UNAVAILABLE = ("08", "53", "57P")
-
-
-def _unavailable(exc: DBAPIError) -> bool:
-    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None) or ""
-    return isinstance(state, str) and state.startswith(_UNAVAILABLE)
-
-
 def _with_problem_schema(app: FastAPI) -> None:
     """Add the `Problem` schema that `responses(...)` refers to (FastAPI would file a model
     given there under application/json, not application/problem+json)."""
@@ -154,9 +145,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
-        if exc.connection_invalidated or isinstance(exc.orig, OSError | ConnectionError) or (
-            isinstance(exc, OperationalError | InterfaceError) or _unavailable(exc)
-        ):
+        if is_outage(exc):
             log.warning("database unavailable: %s", type(exc.orig).__name__)
             return problem_response(
                 503, "database_unavailable", "the database is not reachable; retry shortly",

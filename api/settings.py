@@ -104,6 +104,10 @@ class Settings(BaseSettings):
     rate_limit_burst: int | None = Field(default=None, gt=0)  # unset: the per-minute figure
     max_concurrent_steps: int = Field(default=64, ge=1)  # per worker; more get 503
     log_format: Literal["json", "text"] = "json"
+    # Where the worker processes of `jin serve --workers N` keep their metrics, so /metrics on
+    # any of them sums all (prometheus_client's own variable; the CLI makes a fresh one).
+    prometheus_multiproc_dir: Path | None = Field(
+        default=None, validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR"))
     api_key: str | None = None  # the key `jin chat` sends (a client setting, not the server's)
 
     @field_validator("brain_url", "helper_url", "embedder_url")

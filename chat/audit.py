@@ -108,10 +108,11 @@ async def audit(engine: AsyncEngine) -> Audit:
     async with engine.connect() as conn:
         await conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
         for name, (_, query) in CHECKS.items():
-            ids = (await conn.execute(text(query))).scalars().all()
-            counts[name] = len(ids)
-            if ids:
-                samples[name] = [str(i) for i in ids[:5]]
+            rows = (await conn.execute(text(
+                f"SELECT count(*) OVER () AS n, x.* FROM ({query}) x LIMIT 5"))).all()
+            counts[name] = rows[0][0] if rows else 0
+            if rows:
+                samples[name] = [str(row[1]) for row in rows]
         totals = (await conn.execute(text(
             "SELECT (SELECT count(*) FROM chats), (SELECT count(*) FROM messages), "
             "(SELECT count(*) FROM steps)"))).one()

@@ -59,6 +59,8 @@ async def _request(
     closed before any byte of the answer came back."""
     try:
         response = await session.request(method, url, **kwargs)
+    except aiohttp.ClientConnectorError:
+        raise  # no connection could be made at all: nothing stale to replace
     except _STALE:
         response = await session.request(method, url, **kwargs)
     async with response:

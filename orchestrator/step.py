@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from chat.outage import is_outage
 from chat.ports import (
     BegunStep,
     ChatStore,
@@ -241,11 +242,12 @@ async def run_step(
         timings = _timings(started, model_started, model_ended, answer, helper_ms)
         try:
             saved = await _persist(deps, started, answer, timings)
-        except Exception:  # the database stayed away: the stream still ends cleanly
+        except Exception as exc:  # the stream still ends cleanly, and says why
             log.exception("step %s: the answer could not be saved", begun.step_id)
+            why = "the database could not be reached" if is_outage(exc) else "saving it failed"
             answer.status = "interrupted"
-            answer.error = ("answer_not_saved", "the database could not be reached; the answer "
-                            "was not saved (its last flushed part is kept)")
+            answer.error = ("answer_not_saved", f"{why}; the answer was not saved (its last "
+                            "flushed part is kept)")
         else:
             if not saved:
                 answer.status = "interrupted"
@@ -356,9 +358,10 @@ async def _persist(
 ) -> bool:
     """Write the outcome; shielded so a cancelled request still leaves a consistent chat.
 
-    A failed write (the database restarting) is tried again for as long as the lease would
-    hold the chat, then raised. Trying again is safe: the write is guarded, and a step that
-    another worker declared dead meanwhile writes nothing (False)."""
+    A write that failed because the database was away is tried again for as long as the lease
+    would hold the chat, then raised; any other failure is raised at once. Trying again is safe:
+    the write is guarded, and a step that another worker declared dead meanwhile writes nothing
+    (False)."""
     content, reasoning = answer.partial()
     deadline = time.monotonic() + deps.config.lease_ttl
     delay = 0.1
@@ -380,8 +383,8 @@ async def _persist(
             written = await asyncio.shield(asyncio.ensure_future(write))
             break
         except Exception as exc:
-            if time.monotonic() + delay > deadline:
-                raise
+            if not is_outage(exc) or time.monotonic() + delay > deadline:
+                raise  # a bug or bad data will not succeed on a retry
             log.warning("step %s: saving the answer failed (%s); trying again",
                         started.begun.step_id, type(exc).__name__)
             await asyncio.sleep(delay)

@@ -65,10 +65,22 @@ async def test_with_keys_every_route_but_health_needs_a_live_key(
         assert [k.prefix for k in listed] == [secret[:12]] and listed[0].last_used_at
         await keys.revoke(record.prefix)
         _refused(await acme.get("/v1/chats"), 401, "invalid_key")
+        # Revoking the last key (say, a leaked one) does not open the door again.
+        _refused(await anonymous.get("/v1/chats"), 401, "missing_key")
     # Only the hash was stored: the secret is nowhere in the table.
     async with engine.connect() as conn:
         dump = (await conn.exec_driver_sql("SELECT api_keys::text FROM api_keys")).scalar()
     assert secret not in str(dump) and secret[12:] not in str(dump)
+
+
+async def test_without_keys_only_direct_loopback_callers_are_let_in(
+    client: httpx.AsyncClient,
+) -> None:
+    assert (await client.get("/v1/chats")).status_code == 200  # open: no key made yet
+    # A proxy on this machine would make everyone behind it look local: not let in.
+    for header in ("X-Forwarded-For", "Forwarded", "X-Real-IP"):
+        response = await client.get("/v1/chats", headers={header: "203.0.113.9"})
+        _refused(response, 401, "missing_key")
 
 
 async def test_a_tenant_reaches_nothing_of_another_by_any_route(
