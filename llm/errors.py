@@ -16,6 +16,12 @@ from __future__ import annotations
 class LLMError(Exception):
     code = "provider_error"
 
+    @property
+    def brief(self) -> str:
+        """What a log line at the default level may say: the code, never the provider's words
+        (an error body or a broken stream can echo the user's messages or the model's)."""
+        return self.code
+
 
 class ProviderUnreachable(LLMError):
     code = "provider_unreachable"
@@ -32,6 +38,10 @@ class ProviderHTTPError(LLMError):
         super().__init__(f"provider answered HTTP {status}: {body[:300]}")
         self.status = status
         self.body = body
+
+    @property
+    def brief(self) -> str:
+        return f"{self.code} (HTTP {self.status})"
 
 
 class MalformedStream(LLMError):

@@ -216,7 +216,7 @@ class Indexer:
             return False
         attempts, parked = rows[0]["attempts"], rows[0]["parked"]
         log.warning("the embedder rejected message %s (attempt %d of %d%s): %s", message_id,
-                    attempts, self.config.max_attempts, ", parked" if parked else "", exc)
+                    attempts, self.config.max_attempts, ", parked" if parked else "", exc.brief)
         return bool(parked)
 
     async def _unclaim(self, ids: list[uuid.UUID]) -> None:
@@ -251,7 +251,7 @@ class Indexer:
                 backoff = 0.0
             except LLMError as exc:
                 backoff = min(max(backoff * 2, 1.0), self.config.max_backoff)
-                log.warning("indexing failed (%s); retrying in %.0f s", exc, backoff)
+                log.warning("indexing failed (%s); retrying in %.0f s", exc.brief, backoff)
                 await asyncio.sleep(backoff)
                 continue
             except Exception:  # the database blinked: log it, keep the worker serving

@@ -146,7 +146,8 @@ class Compactor:
         try:
             return await self.indexer.index_chat(chat.id)
         except LLMError as exc:
-            log.warning("could not index the span before compacting (%s); it stays queued", exc)
+            log.warning("could not index the span before compacting (%s); it stays queued",
+                        exc.brief)
             return False
 
     def _summary_cost(self, text: str) -> int:
@@ -174,5 +175,6 @@ class Compactor:
                     finish = delta.reason
             return parse_summary("".join(parts), finish), True, False
         except (LLMError, SummaryRejected) as exc:
-            log.warning("helper summary failed (%s); writing the extractive summary", exc)
+            log.warning("helper summary failed (%s); writing the extractive summary",
+                        exc.brief if isinstance(exc, LLMError) else type(exc).__name__)
             return extractive(previous, span), True, True

@@ -228,7 +228,8 @@ async def run_step(
             log.info("step %s interrupted: %s", begun.step_id, abort.reason)
     except LLMError as exc:
         answer.status, answer.error = "failed", (exc.code, str(exc))
-        log.warning("provider failed: %s (%s)", exc.code, exc)
+        log.warning("provider failed: %s", exc.brief)
+        log.debug("provider failed: %s", exc)
     except asyncio.CancelledError:
         answer.status = "interrupted"
         raise
