@@ -51,7 +51,7 @@ def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> Embe
     def stop() -> None:
         users = server.global_process_id_list  # pids of the processes that use this server
         for pid in users.get():
-            if pid != os.getpid() and not _alive(pid):
+            if pid != os.getpid() and not pid_alive(pid):
                 users.get_and_remove(pid)  # a user that was killed never said goodbye
         server.cleanup()
 
@@ -59,7 +59,7 @@ def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> Embe
     return EmbeddedPostgres(url, stop)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

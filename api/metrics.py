@@ -7,7 +7,6 @@ it) and `/metrics` on any of them sums them all; the running-steps gauge of a wo
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from prometheus_client import (
@@ -20,6 +19,7 @@ from prometheus_client import (
     multiprocess,
 )
 
+from api.database import pid_alive
 from orchestrator.events import CompactionDone, MessageEnd, MessageError, StepEnd, StepEvent
 
 # A step waits on a model: seconds to minutes. The server's own share: milliseconds.
@@ -90,15 +90,6 @@ def _forget_dead_workers(directory: Path) -> None:
     """A worker killed mid-step leaves its live gauge file behind: drop those of dead pids."""
     for path in directory.glob("gauge_live*_*.db"):
         pid = path.stem.rpartition("_")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             multiprocess.mark_process_dead(int(pid), str(directory))
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
