@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -279,3 +280,29 @@ def test_jin_keys_create_list_revoke_and_audit_from_the_terminal(database_url: s
     audited = _jin(database_url, "audit")
     assert audited.returncode == 0, audited.stdout
     assert json.loads(audited.stdout)["clean"] is True
+
+
+def test_metrics_of_all_worker_processes_are_summed(
+    database_url: str, model_url: str, tmp_path: Any
+) -> None:
+    port = _free_port()
+    proc = _serve(database_url, model_url, "--port", str(port), "--workers", "2",
+                  PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        for _ in range(6):  # a new connection each: the kernel spreads them over the workers
+            assert httpx.get(f"{base}/v1/chats", timeout=10).status_code == 200
+        metrics = httpx.get(f"{base}/metrics", timeout=10).text
+        pids = {p.stem.rpartition("_")[2] for p in tmp_path.glob("*.db")}
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert len(pids) >= 2  # both worker processes write there
+    assert 'jin_http_requests_total{method="GET",route="/v1/chats",status="200"} 6.0' in metrics
