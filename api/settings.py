@@ -71,6 +71,7 @@ class Settings(BaseSettings):
     queue_wait_seconds: float = Field(default=60.0, ge=0)
     abort_poll_seconds: float = Field(default=1.0, gt=0)  # a fallback: aborts come by NOTIFY
     partial_flush_seconds: float = Field(default=1.0, gt=0)
+    sse_keepalive_seconds: float = Field(default=15.0, gt=0)  # a comment line when silent
     # Memory. Unset recall knobs take RecallConfig's defaults (memory/recall.py).
     recall: bool = True
     memory_tools: bool = True

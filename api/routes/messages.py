@@ -26,6 +26,7 @@ MAX_POSITION = 2**63 - 1  # positions are bigint
 DISCONNECT_CHECK = 0.25  # seconds between looks at a JSON client's connection
 _NOTHING_YET: Any = object()
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+KEEPALIVE = b": keep-alive\n\n"
 
 
 def _wants_sse(request: Request) -> bool:
@@ -74,11 +75,15 @@ async def post_message(
     queue = runtime.launch(started.begun.step_id, run_step(runtime.deps, started, abort), abort)
 
     if _wants_sse(request):
+        keepalive = request.app.state.settings.sse_keepalive_seconds
+
         async def stream() -> AsyncIterator[bytes]:
             finished = False
             try:
-                while (event := await queue.get()) is not None:
-                    yield frame(event)
+                while (event := await _next(queue, keepalive)) is not None:
+                    # A comment line while the model is silent: proxies and load balancers
+                    # close connections that stay quiet past their idle timeout.
+                    yield KEEPALIVE if event is _NOTHING_YET else frame(event)
                 finished = True
             finally:
                 if not finished:
@@ -89,6 +94,17 @@ async def post_message(
     return JSONResponse((await _collect(queue, request, abort)).json())
 
 
+async def _next(queue: asyncio.Queue[StepEvent | None], wait: float) -> Any:
+    """The next event, or _NOTHING_YET after `wait` seconds without one."""
+    try:
+        return queue.get_nowait()  # (what is already there needs no timer or task)
+    except asyncio.QueueEmpty:
+        try:
+            return await asyncio.wait_for(queue.get(), wait)
+        except TimeoutError:
+            return _NOTHING_YET
+
+
 async def _collect(
     queue: asyncio.Queue[StepEvent | None], request: Request, abort: AbortSignal
 ) -> StepResult:
@@ -97,13 +113,7 @@ async def _collect(
     result = StepResult()
     last_check = time.monotonic()
     while True:
-        try:
-            event = queue.get_nowait()  # (what is already there needs no timer or task)
-        except asyncio.QueueEmpty:
-            try:
-                event = await asyncio.wait_for(queue.get(), DISCONNECT_CHECK)
-            except TimeoutError:
-                event = _NOTHING_YET  # only look at the connection
+        event = await _next(queue, DISCONNECT_CHECK)  # _NOTHING_YET: only look at the client
         if event is None:
             return result
         if event is not _NOTHING_YET:

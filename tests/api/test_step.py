@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 import pytest
 
 from llm.testing import FakeOpenAIServer, Reply
-from tests.api.sse_client import history, new_chat, stream_step
+from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
 
 
 async def test_streamed_step_emits_the_protocol_and_persists_both_messages(
@@ -112,3 +114,18 @@ async def test_each_step_rehydrates_the_previous_turns(
     assert [m["content"] for m in sent] == [
         "You are terse.", "first question", "first answer", "second question",
     ]
+
+
+async def test_a_silent_model_gets_keep_alive_comments_in_the_stream(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer
+) -> None:
+    base = jin_factory(sse_keepalive_seconds=0.2)
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        chat_id = await new_chat(client)
+        model.push(Reply(["late"], delay=0.7))  # nothing for 0.7 s before the first token
+        response = await client.post(f"/v1/chats/{chat_id}/messages",
+                                     json={"content": "think first"}, headers=SSE)
+    assert response.text.count(": keep-alive\n\n") >= 2
+    events = parse_events(response.text)  # comments are not events: clients skip them
+    assert [name for name, _ in events][-1] == "step_end"
+    assert "".join(d["chunk"] for name, d in events if name == "message_chunk") == "late"
