@@ -108,10 +108,15 @@ FROM steps WHERE id = :step""")
 
 # Chats whose lease ran out while a step still holds it: its worker died or lost the database.
 # (steps_running, a partial index, keeps this cheap however many steps there are.)
+# Running steps without a live lease of their own: their worker died (or a sweep died between
+# taking the chat's lease and sweeping it, leaving the lease to a holder that is gone too).
 _EXPIRED = text("""
-SELECT c.id, c.tenant_id FROM steps s JOIN chats c ON c.id = s.chat_id
-WHERE s.status = 'running' AND c.lease_step_id = s.id AND c.lease_expires_at < now()
+SELECT DISTINCT c.id, c.tenant_id FROM steps s JOIN chats c ON c.id = s.chat_id
+WHERE s.status = 'running'
+  AND (c.lease_step_id IS DISTINCT FROM s.id OR c.lease_expires_at < now())
 LIMIT :n""")
+# How long a sweep holds a chat: two statements' worth, with room for a slow database.
+_SWEEP_HOLD_SECONDS = 10.0
 
 _POLL = text("SELECT abort_requested OR status <> 'running' FROM steps WHERE id = :step")
 
@@ -215,7 +220,8 @@ class PostgresStepStore:
             expired = (await conn.execute(_EXPIRED, {"n": limit})).all()
             for chat_id, tenant_id in expired:
                 holder = uuid.uuid4()
-                params = {"chat": chat_id, "t": tenant_id, "step": holder, "ttl": 10.0}
+                params = {"chat": chat_id, "t": tenant_id, "step": holder,
+                          "ttl": _SWEEP_HOLD_SECONDS}
                 if isinstance(await _take_lease(conn, params), Chat):
                     await conn.execute(_RELEASE, params)
         return len(expired)

@@ -69,3 +69,22 @@ async def test_each_worker_sweeps_in_the_background(engine: AsyncEngine) -> None
     finally:
         sweeping.cancel()
         await asyncio.gather(sweeping, return_exceptions=True)
+
+
+async def test_a_sweep_that_died_half_way_is_finished_by_the_next(engine: AsyncEngine) -> None:
+    """A sweeper took a dead step's chat and then died itself: the lease names the sweeper, not
+    the step, and ran out too. The step must still be closed."""
+    chats, steps = PostgresChatStore(engine), PostgresStepStore(engine)
+    started = await _begun_then_dead(engine, chats)
+    async with engine.begin() as conn:
+        await conn.execute(text(
+            "UPDATE chats SET lease_step_id = gen_random_uuid(), "
+            "lease_expires_at = now() - interval '1 second' WHERE id = :c"),
+            {"c": started.chat.id})
+    assert await steps.sweep_expired() == 1
+    async with engine.connect() as conn:
+        status = (await conn.execute(text("SELECT status FROM steps WHERE id = :s"),
+                                     {"s": started.begun.step_id})).scalar()
+    assert status == "interrupted"
+    result = await audit(engine)
+    assert result.clean, result.findings()
