@@ -165,7 +165,14 @@ WITH st AS (
 ), q AS (
     INSERT INTO recall_queue (message_id) SELECT id FROM am WHERE :cost > 0
 )
-SELECT id FROM am""")
+SELECT id FROM am
+UNION ALL
+-- A retry after a commit whose acknowledgement was lost (the database went away just then):
+-- the step already holds this very outcome, so it was saved. (Subqueries see the rows as they
+-- were before this statement; a step swept as dead says worker_lost, never our outcome.)
+SELECT CAST(:assistant_id AS uuid) WHERE NOT EXISTS (SELECT 1 FROM st) AND EXISTS (
+    SELECT 1 FROM steps WHERE id = :step AND status = :step_status
+      AND error_code IS NOT DISTINCT FROM CAST(:error AS text))""")
 
 
 class PostgresStepStore:
