@@ -86,8 +86,11 @@ def create_engine(
 ) -> AsyncEngine:
     engine = create_async_engine(
         async_url(url),
-        pool_size=pool_size,
-        max_overflow=pool_size,
+        # Up to twice `pool_size` connections, all kept once opened. (As pool plus overflow,
+        # the overflow ones were closed on return: under load each step opened a connection,
+        # and prepared its statements on it, again.)
+        pool_size=2 * pool_size,
+        max_overflow=0,
         pool_recycle=1800,
         # Errors name the statement but never its parameters: they hold message text and keys.
         hide_parameters=True,

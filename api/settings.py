@@ -34,8 +34,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    # Connections per worker process: the pool, as many again in overflow, and a quarter of it
-    # for memory. Keep workers x 2.5 x this under the server's max_connections (100 by default).
+    # Connections per worker process: up to twice this for chats, and twice a quarter of it for
+    # memory, kept open once made. Keep workers x 2.5 x this under the server's max_connections
+    # (100 by default).
     db_pool_size: int = Field(default=10, ge=1, le=500)
 
     # Model roles. Unset URL means the embedded model (brain/helper) or embedder.
