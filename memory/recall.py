@@ -192,7 +192,7 @@ _MAX_TERMS = 32
 
 
 def keyword_query(text: str) -> str | None:
-    """A Postgres `to_tsquery` string that matches any word of the text (ranked by ts_rank_cd).
+    """A Postgres `to_tsquery` string that matches any word of the text (ranked by ts_rank).
 
     Words are quoted, so no operator in the text reaches the parser. Cyrillic words of five
     letters or more also match by prefix: the Russian stemmer misses Ukrainian endings

@@ -30,7 +30,9 @@ _NOT_HIDDEN = (
 
 # Four ranked lists (dense and keyword, over messages and over facts), then the rows they name.
 # The keyword lists rank only the newest `:scan` matches: a common word can match most of a
-# large user's rows, and ranking them all would make recall grow with the user's history.
+# large user's rows, and ranking them all would make recall grow with the user's history. They
+# rank by ts_rank: ts_rank_cd (cover density) cost ~27 us a row against a question's OR of
+# words, half the statement, for no better recall (bench/README.md, recall quality).
 _CANDIDATES = text(f"""
 WITH dm AS (
     SELECT message_id AS id, row_number() OVER (ORDER BY d) AS r FROM (
@@ -38,7 +40,7 @@ WITH dm AS (
         WHERE :dense AND {_OWNER} AND message_id <> ALL(:exclude) AND {_NOT_HIDDEN}
         ORDER BY embedding <=> :qv LIMIT :n) x
 ), km AS (
-    SELECT id, row_number() OVER (ORDER BY ts_rank_cd(tsv, to_tsquery('jin_search', :q)) DESC)
+    SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, to_tsquery('jin_search', :q)) DESC)
            AS r
     FROM (
         SELECT message_id AS id, content_tsv AS tsv FROM message_embeddings
@@ -52,7 +54,7 @@ WITH dm AS (
         WHERE :dense AND {_OWNER} AND valid_to IS NULL AND embedding IS NOT NULL
         ORDER BY embedding <=> :qv LIMIT :n) x
 ), kf AS (
-    SELECT id, row_number() OVER (ORDER BY ts_rank_cd(tsv, to_tsquery('jin_search', :q)) DESC)
+    SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, to_tsquery('jin_search', :q)) DESC)
            AS r
     FROM (
         SELECT id, content_tsv AS tsv FROM memories
