@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
+from fastapi.responses import JSONResponse
 
 from api import problems
 from api.deps import RuntimeDep, TenantDep
@@ -80,12 +81,13 @@ async def list_chats(
     cursor: Annotated[str | None, Query(max_length=200, pattern=CURSOR,
                                         description="`next_cursor` of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-) -> dict[str, Any]:
+) -> JSONResponse:
     after = _decode_cursor(cursor) if cursor else None
     chats = await runtime.deps.chats.list_chats(tenant, user_id, after, limit + 1)
     page = chats[:limit]
     next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(chats) > limit else None
-    return {"chats": [chat_json(c) for c in page], "next_cursor": next_cursor}
+    # Plain JSON already: no generic encoder over every field of up to 200 chats.
+    return JSONResponse({"chats": [chat_json(c) for c in page], "next_cursor": next_cursor})
 
 
 @router.get("/{chat_id}", response_model=None,

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from api import problems
@@ -113,7 +114,7 @@ async def list_or_search(
     history: bool = False,
     before: Annotated[str | None, Query(max_length=200, pattern=CURSOR,
                                         description="`next` of the previous page")] = None,
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Without `q`: the user's facts, newest first (`history` adds superseded and forgotten
     ones). With `q`: what recall would find, facts and past messages, with each score."""
     if q is not None:
@@ -124,13 +125,15 @@ async def list_or_search(
             result = await recall.recall(tenant, user_id, q, config=config)
         except LLMError as exc:
             raise _embedder_down(exc) from exc
-        return {"query": q, "mode": mode, "items": [i.to_json() for i in result.items],
-                "candidates": result.candidates, "timings": result.timings}
+        # Plain JSON already: no generic encoder over every field of up to 200 items.
+        return JSONResponse({"query": q, "mode": mode,
+                             "items": [i.to_json() for i in result.items],
+                             "candidates": result.candidates, "timings": result.timings})
     rows = await _facts(runtime).list(tenant, user_id, limit=limit + 1, history=history,
                                       before=_cursor(before))
     page = rows[:limit]
     cursor = encode_cursor(page[-1].updated_at, page[-1].id) if len(rows) > limit else None
-    return {"items": [f.to_json() for f in page], "next": cursor}
+    return JSONResponse({"items": [f.to_json() for f in page], "next": cursor})
 
 
 def _cursor(value: str | None) -> tuple[datetime, uuid.UUID] | None:
