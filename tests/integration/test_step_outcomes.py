@@ -4,9 +4,11 @@ easily provoke."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -55,7 +57,6 @@ async def test_a_bug_mid_stream_fails_the_step_and_keeps_the_text(engine: AsyncE
     model.assert_consumed()
 
 
-
 class _FinishFails:
     """The real StepStore, except that finish() fails as it does while Postgres restarts,
     `failures` times."""
@@ -73,16 +74,33 @@ class _FinishFails:
         return await self.inner.finish(*args, **kwargs)
 
 
-async def test_an_answer_is_saved_once_the_database_is_back(engine: AsyncEngine) -> None:
+class _AckLost(_FinishFails):
+    """finish() commits, then the connection drops before the answer comes back, once."""
+
+    async def finish(self, *args: Any, **kwargs: Any) -> bool:
+        self.calls += 1
+        written = await self.inner.finish(*args, **kwargs)
+        if self.calls == 1:
+            raise OperationalError("UPDATE steps ...", {}, ConnectionResetError(104, "reset"))
+        return written
+
+
+@pytest.mark.parametrize("store, calls", [
+    (lambda inner: _FinishFails(inner, failures=2), 3),  # the database away for two tries
+    (lambda inner: _AckLost(inner, failures=0), 2),  # saved, but the answer to it was lost
+], ids=["database_away", "acknowledgement_lost"])
+async def test_an_answer_is_saved_once_the_database_is_back(
+    engine: AsyncEngine, store: Callable[[PostgresStepStore], _FinishFails], calls: int
+) -> None:
     model = ScriptedModel([ContentDelta("all of it"), Finish("stop")])
     deps = await _deps(engine, model)
-    deps.steps = steps = _FinishFails(PostgresStepStore(engine), failures=2)  # type: ignore[assignment]
+    deps.steps = steps = store(PostgresStepStore(engine))  # type: ignore[assignment]
     chat = await deps.chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
     started = await start_step(deps, StepRequest("t", chat.id, "hello"))
     events = [e async for e in run_step(deps, started, AbortSignal())]  # type: ignore[arg-type]
     assert "message_error" not in [e.type for e in events]
     assert events[-1].status == "complete"  # type: ignore[union-attr]
-    assert steps.calls == 3
+    assert steps.calls == calls  # a retry after a lost answer writes nothing new
     page = await deps.chats.list_messages("t", chat.id, before=None, after=None, limit=10)
     assert page is not None
     assert [(m.content, m.status) for m in page.messages] == [
@@ -120,32 +138,3 @@ async def test_an_answer_that_cannot_be_saved_ends_the_stream_and_the_next_step_
     result = await audit(engine)
     assert result.clean, result.findings()
     model.assert_consumed()
-
-
-class _AckLost(_FinishFails):
-    """finish() commits, then the connection drops before the answer comes back, once."""
-
-    async def finish(self, *args: Any, **kwargs: Any) -> bool:
-        self.calls += 1
-        written = await self.inner.finish(*args, **kwargs)
-        if self.calls == 1:
-            raise OperationalError("UPDATE steps ...", {}, ConnectionResetError(104, "reset"))
-        return written
-
-
-async def test_a_save_whose_acknowledgement_was_lost_is_known_saved(engine: AsyncEngine) -> None:
-    model = ScriptedModel([ContentDelta("saved the first time"), Finish("stop")])
-    deps = await _deps(engine, model)
-    deps.steps = steps = _AckLost(PostgresStepStore(engine), failures=0)  # type: ignore[assignment]
-    chat = await deps.chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
-    started = await start_step(deps, StepRequest("t", chat.id, "hello"))
-    events = [e async for e in run_step(deps, started, AbortSignal())]  # type: ignore[arg-type]
-    assert steps.calls == 2  # the retry wrote nothing new, and knew the answer was in
-    assert "message_error" not in [e.type for e in events]
-    assert events[-1].status == "complete"  # type: ignore[union-attr]
-    page = await deps.chats.list_messages("t", chat.id, before=None, after=None, limit=10)
-    assert page is not None
-    assert [(m.content, m.status) for m in page.messages] == [
-        ("hello", "complete"), ("saved the first time", "complete")]
-    result = await audit(engine)
-    assert result.clean, result.findings()
