@@ -19,7 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 KEY_START = "jin_"
-KEY_SHAPE = re.compile(r"^jin_[A-Za-z0-9_-]{43}$")  # what create() makes: 32 bytes, base64url
+KEY_SHAPE = re.compile(rf"^{KEY_START}[A-Za-z0-9_-]{{43}}$")  # what create() makes
 PREFIX_CHARS = 12  # `jin_` and 8 characters: enough to tell keys apart in a list, useless alone
 
 _COLUMNS = "id, tenant_id, name, prefix, admin, created_at, last_used_at, revoked_at"
