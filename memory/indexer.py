@@ -53,9 +53,9 @@ RETURNING m.id, m.content, q.attempts""")
 # (messages, then the cascade to recall_queue). Rows deleted meanwhile are skipped by the join.
 _WRITE = text("""
 INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embedding,
-                                content_tsv, embedder, created_at)
+                                content_tsv, embedder, created_at, position)
 SELECT m.id, m.chat_id, ch.tenant_id, ch.user_id, b.embedding,
-       to_tsvector('jin_search', m.content), :embedder, m.created_at
+       to_tsvector('jin_search', m.content), :embedder, m.created_at, m.position
 FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, embedding)
 JOIN messages m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id
 ON CONFLICT (tenant_id, user_id, message_id) DO UPDATE

@@ -29,10 +29,12 @@ async def recall_into(
     ) - FENCE_FRAME_TOKENS
     if recall is None or not query.strip() or room <= 0:
         return plan, None
-    shown = [m.id for m in window.head] + [m.id for m in window.tail]
+    # The tail is every row of the chat from its first position on; the head is a few rows.
+    shown_from = (chat.id, window.tail[0].position) if window.tail else None
     hidden = hidden_before(window.summary)
     result = await recall.recall(
-        chat.tenant_id, chat.user_id, query, exclude=[*shown, *(also_shown or [])],
+        chat.tenant_id, chat.user_id, query,
+        exclude=[*(m.id for m in window.head), *(also_shown or [])], shown_from=shown_from,
         hide=(chat.id, hidden) if hidden else None, budget_tokens=room,
     )
     items = list(result.items)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from chat.types import summary_id_for
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.sse_client import history, new_chat, stream_step
 
@@ -64,6 +66,39 @@ async def test_what_was_said_in_one_chat_is_recalled_in_another_with_date_and_so
     assert body["recall"]["query"] == "the locker code again?"
     assert any(r["text"].startswith("My locker code") for r in body["recalled"])
     assert body["messages"][-1] == {"role": "user", "content": "the locker code again?"}
+
+
+async def test_a_chat_recalls_its_own_rows_once_they_left_the_window_and_never_those_shown(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
+) -> None:
+    chat = await new_chat(client)
+    said = ["my locker code at the gym is LCK-1111", "I parked the van at the gym on level 7",
+            "the gym shower at the gym is cold"]
+    for line in said:
+        model.push(Reply(["Noted."]))
+        await stream_step(client, chat, line)
+    rows = await history(client, chat)
+    covered = rows[3]  # the answer of turn 1: turns 0 and 1 are summarised, turn 0 stays as head
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("""INSERT INTO messages (id, chat_id, position, kind, content, status,
+                                         tokens_after)
+                    VALUES (:id, :chat, :pos, 'summary', 'Gym talk.', 'complete',
+                            (SELECT tokens_after FROM messages WHERE id = :covered))"""),
+            {"id": summary_id_for(uuid.UUID(covered["id"])), "chat": uuid.UUID(chat),
+             "pos": covered["position"] + 1, "covered": uuid.UUID(covered["id"])},
+        )
+    await indexed(engine)
+
+    model.push(Reply(["Level 7."]))
+    await stream_step(client, chat, "at the gym: the locker, the van on level 7, the shower?")
+    fence = _fence(model.requests[-1])
+    # Turn 1 left the window (behind the summary): recall brings it back. Turn 0 (the first
+    # exchange, kept verbatim) and turn 2 (the tail) are in the prompt already: never twice.
+    assert "I parked the van at the gym on level 7" in fence
+    assert "LCK-1111" not in fence and "shower" not in fence
+    sent = [m["content"] for m in model.requests[-1]["messages"]]
+    assert said[0] in sent and said[2] in sent and said[1] not in sent
 
 
 async def test_remember_and_forget_run_inside_the_stream_and_the_answer_continues(
