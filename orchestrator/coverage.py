@@ -26,7 +26,11 @@ IDENTIFIER = re.compile(
 )
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:\s?%)?(?![\w.])")
 NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+(?: [A-Z][a-z]+)*")
-QUESTION = re.compile(r"[^.!?\n]*\?")
+# A question is a sentence ending in "?". It starts where a sentence can (the start, or after
+# . ! ? or a newline): tried at every position, `[^.!?\n]*\?` rescanned each sentence to its end
+# from each of its characters, quadratic in its length (13 ms of a pass's 17 over a span of
+# 19,000 characters without questions). The same matches, in one scan.
+QUESTION = re.compile(r"(?:^|(?<=[.!?\n]))[^.!?\n]*\?")
 
 _ANY = re.compile("|".join(f"(?:{p.pattern})" for p in (
     URL, EMAIL, DATE, QUOTED, IDENTIFIER, NUMBER, NAME, QUESTION)))

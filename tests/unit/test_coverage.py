@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from orchestrator.coverage import extract, keep_missing, verify
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.coverage import QUESTION, extract, keep_missing, verify
 
 SPAN = """user: Deploy build_42 to https://staging.example.com/app by 2026-03-14.
 user: Ping ops@example.com.
@@ -44,3 +49,11 @@ def test_nothing_to_check_is_full_coverage() -> None:
     report = verify(extract("ok, thanks"), "", [])
     assert report.total == 0 and report.coverage == 1.0
     assert keep_missing("summary", report) == "summary"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab ?.!\n,A1", max_size=80))
+def test_questions_are_the_sentences_that_end_in_a_question_mark(text: str) -> None:
+    # The definition: the leftmost-longest runs without . ! ? or a newline, then a "?".
+    expected = [m.group(0) for m in re.finditer(r"[^.!?\n]*\?", text)]
+    assert [m.group(0) for m in QUESTION.finditer(text)] == expected
