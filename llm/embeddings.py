@@ -1,15 +1,28 @@
-"""Embeddings from any OpenAI-compatible `/embeddings` endpoint, over the shared aiohttp session."""
+"""Embeddings from any OpenAI-compatible `/embeddings` endpoint, over the shared aiohttp session.
+
+Vectors are asked for as base64 (float32, little-endian, as OpenAI sends them): 384 floats as JSON
+text cost the worker more to decode than anything else in a recall. A server that ignores the
+format answers lists of numbers, which are read too; one that refuses it (400 or 422) is asked
+again for floats, and from then on only for floats.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import logging
 from typing import Any
 
 import aiohttp
 import numpy as np
 
-from llm.errors import LLMError, MalformedStream
+from llm.errors import LLMError, MalformedStream, ProviderHTTPError
 from llm.openai import fetch_json
 from llm.types import ProviderConfig
+
+log = logging.getLogger("jin.embeddings")
+
+_REFUSED_FORMAT = frozenset({400, 422})  # how servers that validate the body refuse a field
 
 
 class OpenAIEmbedder:
@@ -26,6 +39,7 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self._session = session
         self._dim = dim
+        self._format = "base64"  # "float" once the server has refused base64
 
     @property
     def dim(self) -> int:
@@ -47,9 +61,7 @@ class OpenAIEmbedder:
         return await self.embed(texts)
 
     async def _batch(self, texts: list[str]) -> list[list[float]]:
-        body = {"model": self.config.model, "input": texts, "encoding_format": "float"}
-        payload = await fetch_json(self._session, self.config, "/embeddings", body)
-        matrix = _matrix(payload, len(texts))
+        matrix = _matrix(await self._ask(texts), len(texts))
         if self._dim is None:
             self._dim = matrix.shape[1]
         elif matrix.shape[1] != self._dim:
@@ -60,6 +72,36 @@ class OpenAIEmbedder:
         return (matrix / np.clip(norms, 1e-12, None)).tolist()
 
 
+    async def _ask(self, texts: list[str]) -> Any:
+        body = {"model": self.config.model, "input": texts, "encoding_format": self._format}
+        try:
+            return await fetch_json(self._session, self.config, "/embeddings", body)
+        except ProviderHTTPError as exc:
+            if self._format != "base64" or exc.status not in _REFUSED_FORMAT:
+                raise
+            # Maybe the format, maybe an input: asked again for floats, an input is still
+            # refused (and that error raised); if the floats come, the format was the trouble.
+            payload = await fetch_json(self._session, self.config, "/embeddings",
+                                       {**body, "encoding_format": "float"})
+            self._format = "float"
+            log.info("%s refused base64 embeddings (HTTP %d); asking for floats from now on",
+                     self.name, exc.status)
+            return payload
+
+
+def _row(embedding: Any) -> Any:
+    """One vector as sent: base64 of little-endian float32s, or a list of numbers."""
+    if not isinstance(embedding, str):
+        return embedding
+    try:
+        raw = base64.b64decode(embedding, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise MalformedStream("`/embeddings` answered a vector that is not base64") from exc
+    if len(raw) % 4:
+        raise MalformedStream(f"`/embeddings` answered {len(raw)} bytes, not float32s")
+    return np.frombuffer(raw, dtype="<f4")
+
+
 def _matrix(payload: Any, count: int) -> np.ndarray:
     """The answer's vectors as rows in input order (servers may list them in any order)."""
     data = payload.get("data") if isinstance(payload, dict) else None
@@ -68,10 +110,11 @@ def _matrix(payload: Any, count: int) -> np.ndarray:
     indices = [item.get("index") for item in data]
     if not all(isinstance(i, int) for i in indices) or sorted(indices) != list(range(count)):
         raise MalformedStream(f"`/embeddings` answered indices {indices[:8]} for {count} inputs")
-    rows = [item["embedding"] for item in sorted(data, key=lambda item: item["index"])]
+    rows = [_row(item.get("embedding"))
+            for item in sorted(data, key=lambda item: item["index"])]
     try:
         matrix = np.array(rows, dtype=np.float64)
-    except (TypeError, ValueError) as exc:  # ragged rows, strings, base64
+    except (TypeError, ValueError) as exc:  # ragged rows, strings
         raise MalformedStream("`/embeddings` answered vectors that are not numbers") from exc
     if matrix.ndim != 2 or matrix.shape[1] == 0 or not np.isfinite(matrix).all():
         raise MalformedStream(f"`/embeddings` answered vectors of shape {matrix.shape}")

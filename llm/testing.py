@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import json
 import math
+import struct
 import threading
 import time
 from collections import deque
@@ -185,6 +187,7 @@ class FakeOpenAIServer:
         self.unexpected: list[dict[str, Any]] = []
         self.disconnected = 0  # streams the client closed before the end
         self.embed_status = 200  # set >= 400 to make `/embeddings` fail
+        self.embed_formats: list[str] = []  # `encoding_format` of each `/embeddings` call
         self.embed_calls = 0
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -301,10 +304,16 @@ class FakeOpenAIServer:
                     return JSONResponse({"error": {
                         "message": f"input {i} was rejected", "type": "invalid_request_error",
                     }}, status_code=400)
-        data = [
-            {"object": "embedding", "index": i, "embedding": embed_text(t, self.embed_dim)}
-            for i, t in enumerate(inputs)
-        ]
+        self.embed_formats.append(body.get("encoding_format", "float"))
+        vectors = [embed_text(t, self.embed_dim) for t in inputs]
+        if body.get("encoding_format") == "base64":  # as OpenAI sends it: float32 LE
+            encoded: list[Any] = [
+                base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() for v in vectors
+            ]
+        else:
+            encoded = vectors
+        data = [{"object": "embedding", "index": i, "embedding": e}
+                for i, e in enumerate(encoded)]
         return JSONResponse({"object": "list", "data": data, "model": "fake"})
 
     def start(self, port: int = 0) -> str:

@@ -131,6 +131,7 @@ async def test_embeddings_come_batched_in_input_order_as_unit_vectors(
     vectors = np.array(await embedder.embed(TEXTS))
 
     assert model.embed_calls == 3  # 2 + 2 + 1
+    assert model.embed_formats == ["base64"] * 3  # float32s, not JSON numbers
     assert embedder.dim == model.embed_dim == vectors.shape[1] and embedder.name == "fake"
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
     assert np.allclose(vectors, [embed_text(t, model.embed_dim) for t in TEXTS])
@@ -149,9 +150,20 @@ async def test_embedding_failures_are_llm_errors(
     assert caught.value.status == 500
 
 
-def _odd_embeddings(request: Request) -> Response:
-    """Answers an OpenAI fake would not: shuffled, malformed, not JSON."""
+async def _odd_embeddings(request: Request) -> Response:
+    """Answers an OpenAI fake would not: shuffled, malformed, not JSON, no base64."""
     kind = request.path_params["kind"]
+    if kind == "floats-only":  # a server that validates the body and knows no base64
+        body = await request.json()
+        ODD_FORMATS.append(body["encoding_format"])
+        if body["encoding_format"] != "float":
+            return JSONResponse({"error": {"message": "encoding_format: unsupported"}},
+                                status_code=422)
+        return JSONResponse({"data": [{"index": i, "embedding": [1.0, float(i)]}
+                                      for i in range(len(body["input"]))]})
+    if kind == "bad-base64":
+        return JSONResponse({"data": [{"index": 0, "embedding": "not base64!"},
+                                      {"index": 1, "embedding": "AAAA"}]})
     if kind == "reversed":
         data = [{"index": i, "embedding": [3.0, 4.0] if i else [1.0, 0.0]} for i in (1, 0)]
         return JSONResponse({"data": data})
@@ -186,7 +198,19 @@ async def test_vectors_are_matched_to_inputs_by_index_not_by_position(
     assert np.allclose(vectors, [[1.0, 0.0], [0.6, 0.8]])  # and normalised
 
 
-@pytest.mark.parametrize("kind", ["ragged", "missing", "html"])
+ODD_FORMATS: list[str] = []
+
+
+async def test_a_server_that_refuses_base64_is_asked_for_floats_from_then_on(
+    odd_server: str, session: aiohttp.ClientSession
+) -> None:
+    embedder = OpenAIEmbedder(_config(f"{odd_server}/floats-only"), session)
+    assert np.allclose(await embedder.embed(["a", "b"]), [[1.0, 0.0], [2 ** -0.5, 2 ** -0.5]])
+    assert np.allclose(await embedder.embed(["c"]), [[1.0, 0.0]])
+    assert ODD_FORMATS == ["base64", "float", "float"]  # refused once, never asked again
+
+
+@pytest.mark.parametrize("kind", ["ragged", "missing", "html", "bad-base64"])
 async def test_garbage_from_an_embeddings_server_is_malformed(
     odd_server: str, session: aiohttp.ClientSession, kind: str
 ) -> None:
