@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chat.tables import fetch
 from llm.ports import Embedder
+from memory.duplicates import Add, Batch, Candidate, Decision, Stored, Supersede, Touch
 from memory.facts import clean, key_terms, normalize
 from memory.ports import Fact, FactWrite
 
@@ -56,6 +57,55 @@ INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embed
 SELECT :new_id, :t, :u, :text, :norm, :v, :embedder, GREATEST(old.importance, :importance),
        ARRAY(SELECT DISTINCT unnest(old.source_message_ids || CAST(:sources AS uuid[]))), :origin
 FROM old""")
+
+# Every fact of a write looked up at once: a current row of the same text, and the nearest
+# current row by meaning (memory/duplicates.py decides from these, in order).
+_LOOKUP = text("""
+SELECT s.id AS same_id, s.text AS same_text, s.has_vector,
+       n.id AS near_id, n.text AS near_text, n.similarity
+FROM unnest(CAST(:norms AS text[]), CAST(:vectors AS vector[])) WITH ORDINALITY AS b(norm, v, i)
+LEFT JOIN LATERAL (
+    SELECT id, text, embedding IS NOT NULL AS has_vector FROM memories
+    WHERE tenant_id = :t AND user_id = :u AND valid_to IS NULL
+      AND md5(normalized) = md5(b.norm) AND normalized = b.norm) s ON true
+LEFT JOIN LATERAL (
+    SELECT id, text, 1 - (embedding <=> b.v) AS similarity FROM memories
+    WHERE tenant_id = :t AND user_id = :u AND valid_to IS NULL AND embedding IS NOT NULL
+    ORDER BY embedding <=> b.v LIMIT 1) n ON true
+ORDER BY b.i""")
+
+# What a write decided, a statement a kind, in this order: touches (of rows stored before the
+# write), inserts, then supersedes (which may end a row the inserts just wrote).
+_TOUCH_ALL = text("""
+UPDATE memories m SET updated_at = now(), importance = GREATEST(m.importance, :importance),
+    embedding = COALESCE(m.embedding, b.v), embedder = COALESCE(m.embedder, :embedder),
+    source_message_ids = ARRAY(
+        SELECT DISTINCT unnest(m.source_message_ids || CAST(:sources AS uuid[])))
+FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, v)
+WHERE m.id = b.id""")
+
+_INSERT_ALL = text("""
+INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
+                      source_message_ids, origin)
+SELECT b.id, :t, :u, b.text, b.norm, b.v, :embedder, :importance, CAST(:sources AS uuid[]),
+       :origin
+FROM unnest(CAST(:ids AS uuid[]), CAST(:texts AS text[]), CAST(:norms AS text[]),
+            CAST(:vectors AS vector[])) AS b(id, text, norm, v)""")
+
+_SUPERSEDE_ALL = text("""
+WITH b AS (
+    SELECT * FROM unnest(CAST(:old_ids AS uuid[]), CAST(:ids AS uuid[]), CAST(:texts AS text[]),
+                         CAST(:norms AS text[]), CAST(:vectors AS vector[]))
+        AS b(old_id, id, text, norm, v)
+), old AS (
+    UPDATE memories m SET valid_to = now(), superseded_by = b.id, updated_at = now()
+    FROM b WHERE m.id = b.old_id RETURNING m.id, m.source_message_ids, m.importance
+)
+INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
+                      source_message_ids, origin)
+SELECT b.id, :t, :u, b.text, b.norm, b.v, :embedder, GREATEST(old.importance, :importance),
+       ARRAY(SELECT DISTINCT unnest(old.source_message_ids || CAST(:sources AS uuid[]))), :origin
+FROM old JOIN b ON b.old_id = old.id""")
 
 _INSERT = text("""
 INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
@@ -125,21 +175,62 @@ class PostgresFactStore:
         if not by_norm:
             return []
         vectors = await self._embedder.embed(list(by_norm.values()))  # outside the transaction
-        out: list[FactWrite] = []
+        candidates = [
+            Candidate(norm, fact, _unit(vector), uuid.uuid4())
+            for (norm, fact), vector in zip(by_norm.items(), vectors, strict=True)
+        ]
+        common = {"t": tenant_id, "u": user_id, "embedder": self._embedder_name,
+                  "importance": importance, "sources": sources, "origin": origin}
         async with self._db.connect() as conn:
             raw = (await conn.get_raw_connection()).driver_connection
             assert raw is not None
             async with raw.transaction():  # the statements below share the lock's transaction
-                await fetch(conn, _LOCK, {"t": tenant_id, "u": user_id})
-                for (norm, fact), vector in zip(by_norm.items(), vectors, strict=True):
-                    params = {
-                        "t": tenant_id, "u": user_id, "text": fact, "norm": norm,
-                        "v": Vector(np.asarray(vector, dtype=np.float32)),
-                        "embedder": self._embedder_name, "importance": importance,
-                        "sources": sources, "origin": origin, "new_id": uuid.uuid4(),
-                    }
-                    out.append(await self._write_one(conn, params))
-        return out
+                await fetch(conn, _LOCK, common)
+                return await self._write_all(conn, candidates, common)
+
+    async def _write_all(
+        self, conn: AsyncConnection, facts: list[Candidate], common: dict[str, Any]
+    ) -> list[FactWrite]:
+        """Look every fact up in one statement, decide in order, write in three at most. A fact
+        the lookup cannot decide (memory/duplicates.py) and those after it go one by one."""
+        found = await fetch(conn, _LOOKUP, {
+            **common, "norms": [f.norm for f in facts],
+            "vectors": [Vector(f.vector) for f in facts],
+        })
+        batch = Batch(self.config.duplicate_cosine)
+        decided: list[Decision] = []
+        pending: list[Decision] = []
+        for i, (fact, row) in enumerate(zip(facts, found, strict=True)):
+            decision = batch.decide(fact, _same(row), _nearest(row))
+            if decision is None:
+                await self._apply(conn, pending, common)
+                rest = [await self._write_one(conn, {**common, **_params(f)}) for f in facts[i:]]
+                return [_result(d) for d in decided] + rest
+            superseded_here = {d.fact.new_id for d in pending if isinstance(d, Supersede)}
+            if isinstance(decision, Supersede) and decision.old_id in superseded_here:
+                await self._apply(conn, pending, common)  # it ends a row that write makes
+                pending = []
+            pending.append(decision)
+            decided.append(decision)
+        await self._apply(conn, pending, common)
+        return [_result(d) for d in decided]
+
+    async def _apply(
+        self, conn: AsyncConnection, decisions: list[Decision], common: dict[str, Any]
+    ) -> None:
+        touches = [d for d in decisions if isinstance(d, Touch)]
+        adds = [d for d in decisions if isinstance(d, Add)]
+        supersedes = [d for d in decisions if isinstance(d, Supersede)]
+        if touches:
+            await fetch(conn, _TOUCH_ALL, {
+                **common, "ids": [d.id for d in touches],
+                "vectors": [Vector(d.fact.vector) for d in touches]})
+        if adds:
+            await fetch(conn, _INSERT_ALL, {**common, **_columns([d.fact for d in adds])})
+        if supersedes:
+            await fetch(conn, _SUPERSEDE_ALL, {
+                **common, **_columns([d.fact for d in supersedes]),
+                "old_ids": [d.old_id for d in supersedes]})
 
     async def _write_one(self, conn: AsyncConnection, params: dict[str, Any]) -> FactWrite:
         same = await fetch(conn, _SAME_TEXT, params)
@@ -181,6 +272,43 @@ class PostgresFactStore:
         async with self._db.connect() as conn:
             rows = await fetch(conn, _GET, {"t": tenant_id, "u": user_id, "id": fact_id})
         return _fact(rows[0]) if rows else None
+
+
+def _unit(vector: list[float]) -> np.ndarray:
+    v = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
+def _same(row: Any) -> Stored | None:
+    if row["same_id"] is None:
+        return None
+    return Stored(row["same_id"], row["same_text"], has_vector=row["has_vector"])
+
+
+def _nearest(row: Any) -> Stored | None:
+    if row["near_id"] is None:
+        return None
+    return Stored(row["near_id"], row["near_text"], float(row["similarity"]))
+
+
+def _params(fact: Candidate) -> dict[str, Any]:
+    """One fact's parameters for the one-by-one statements."""
+    return {"text": fact.text, "norm": fact.norm, "v": Vector(fact.vector),
+            "new_id": fact.new_id}
+
+
+def _columns(facts: list[Candidate]) -> dict[str, Any]:
+    return {"ids": [f.new_id for f in facts], "texts": [f.text for f in facts],
+            "norms": [f.norm for f in facts], "vectors": [Vector(f.vector) for f in facts]}
+
+
+def _result(decision: Decision) -> FactWrite:
+    if isinstance(decision, Touch):
+        return FactWrite("updated", decision.id, decision.fact.text, None)
+    if isinstance(decision, Supersede):
+        return FactWrite("superseded", decision.fact.new_id, decision.fact.text, decision.old_id)
+    return FactWrite("added", decision.fact.new_id, decision.fact.text, None)
 
 
 def _fact(row: Any) -> Fact:

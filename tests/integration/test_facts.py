@@ -71,3 +71,39 @@ async def test_forget_ends_a_fact_for_its_owner_only(store: PostgresFactStore) -
     assert [f.id for f in gone] == [fact.id] and gone[0].valid_to is not None
     assert await store.list("t", "ana") == []
     assert [f.id for f in await store.list("t", "ana", history=True)] == [fact.id]
+
+
+GREEN = "The user's favourite colour is green."
+GREEN_2 = "The user's favourite colour is green!"
+GREEN_3 = "The user's favorite colour is green!"
+
+
+async def _state(engine: AsyncEngine, user: str) -> list[tuple]:
+    """A user's facts as text: current or not, and the text of the fact that replaced it."""
+    async with engine.connect() as conn:
+        rows = (await conn.execute(text(
+            "SELECT m.text, m.valid_to IS NULL, s.text, m.source_message_ids FROM memories m "
+            "LEFT JOIN memories s ON s.id = m.superseded_by "
+            "WHERE m.user_id = :u ORDER BY m.text, m.valid_to NULLS FIRST"), {"u": user})).all()
+    return [(r[0], r[1], r[2], sorted(map(str, r[3]))) for r in rows]
+
+
+@pytest.mark.parametrize("stored, written", [
+    ([], [GREEN, GREEN_2]),  # the second supersedes the first, written a moment before
+    ([], [GREEN, GREEN_2, GREEN_3]),  # a chain of three within one write
+    ([GREEN], ["the user's favourite colour is green", GREEN_2]),  # touched, then superseded
+    ([GREEN], [GREEN_2, GREEN]),  # the paraphrase ends it, then its own text comes back
+    ([GREEN, "Room 101 has code K7001."],
+     ["Room 102 has code K7002.", GREEN_2, "Room 101 has code K7001", "Ana lives in Lviv."]),
+])
+async def test_facts_written_together_end_as_written_one_by_one(
+    store: PostgresFactStore, memory_db: AsyncEngine, stored: list[str], written: list[str],
+) -> None:
+    before, now = uuid.uuid4(), uuid.uuid4()
+    for user in ("together", "one-by-one"):
+        await store.write("t", user, stored, [before], origin="tool")
+    together = await store.write("t", "together", written, [now], origin="flush")
+    one_by_one = [w for fact in written
+                  for w in await store.write("t", "one-by-one", [fact], [now], origin="flush")]
+    assert [(w.action, w.text) for w in together] == [(w.action, w.text) for w in one_by_one]
+    assert await _state(memory_db, "together") == await _state(memory_db, "one-by-one")
