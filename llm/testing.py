@@ -208,6 +208,7 @@ class FakeOpenAIServer:
         self.embed_status = 200
         self.embed_reject = None
         self.embed_calls = 0
+        self.embed_formats.clear()
 
     def push(self, *replies: Reply) -> None:
         self.script.extend(replies)
