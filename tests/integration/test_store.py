@@ -136,6 +136,21 @@ async def test_an_idempotent_retry_writes_nothing_and_keeps_no_lease(engine: Asy
     assert isinstance(await steps.open(_open(chat, uuid.uuid4())), Opened)  # lease is free
 
 
+async def test_a_keyed_step_and_a_chat_delete_find_the_chats_steps_by_index(
+    engine: AsyncEngine,
+) -> None:
+    # Every step adds a row to `steps`: finding one by key, or a chat's when the chat is
+    # deleted, must not scan them all. (Scans are made as dear as they can be, so a plan that
+    # still scans has no index to use.)
+    async with engine.begin() as conn:
+        await conn.execute(text("SET LOCAL enable_seqscan = off"))
+        for statement in ("SELECT id FROM steps WHERE chat_id = :chat AND idempotency_key = :k",
+                          "SELECT id FROM steps WHERE chat_id = :chat"):
+            plan = "\n".join((await conn.execute(text("EXPLAIN " + statement), {
+                "chat": uuid.uuid4(), "k": "key"})).scalars())
+            assert "steps_chat_key" in plan, plan
+
+
 async def test_window_is_cut_by_tokens_in_postgres_but_keeps_the_current_turn(
     engine: AsyncEngine,
 ) -> None:
