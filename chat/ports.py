@@ -58,6 +58,9 @@ class OpenStep:
     lease_ttl: float
     window_rows: int
     window_budget: Callable[[Chat], int]
+    # The window budget of a chat that sets none of its own: the store may then read the
+    # window in the statement that takes the lease, before it knows the chat.
+    default_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,11 @@ class ChatStore(Protocol):
         """Delete a chat and everything in it; False when it did not exist."""
         ...
 
-    async def load_window(self, chat: Chat, max_rows: int, budget_tokens: int) -> Window:
-        """The latest summary row and the newest rows after it that the tail budget may take."""
+    async def load_window(
+        self, chat: Chat, max_rows: int, budget_tokens: int, before: int | None = None
+    ) -> Window:
+        """The latest summary row and the newest rows after it that the tail budget may take;
+        with `before`, as if the chat ended just before that position."""
         ...
 
     async def read_span(self, chat: Chat, max_rows: int) -> tuple[Message | None, list[Message]]:

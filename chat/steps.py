@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from chat.opening import open_at_once
 from chat.ports import (
     BegunStep,
     LeaseBusy,
@@ -32,7 +33,7 @@ from chat.tables import (
     message_from_row,
     step_from_row,
 )
-from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message
+from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Window
 
 # Take the lease if it is free or expired; `previous_step` is the holder whose lease ran out.
 _ACQUIRE = text(f"""
@@ -190,6 +191,10 @@ class PostgresStepStore:
         # no transaction of their own: each is atomic, and nobody else writes the turn.
         async with self._db.connect() as conn:
             try:
+                if request.default_budget is not None:
+                    opened = await open_at_once(conn, request, request.default_budget)
+                    if opened is not None:
+                        return await _with_own_budget(conn, request, *opened)
                 chat = await _take_lease(conn, params)
                 if not isinstance(chat, Chat):
                     return chat
@@ -298,6 +303,17 @@ class PostgresStepStore:
                 )
             ).first()
         return row[0] if row else None
+
+
+async def _with_own_budget(
+    conn: AsyncConnection, request: OpenStep, chat: Chat, window: Window, begun: BegunStep
+) -> Opened:
+    """The opened step; its window read again if the chat sets a budget of its own."""
+    budget = request.window_budget(chat)
+    if budget != request.default_budget:
+        window = await read_window(conn, chat, request.window_rows, budget,
+                                   before=begun.user_message.position)
+    return Opened(chat, window, begun)
 
 
 async def _take_lease(

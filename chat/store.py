@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from chat.ports import ImportedMessage, NewChat
 from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, fetch, message_from_row
 from chat.types import (
+    MAX_POSITION,
     MESSAGE_OVERHEAD,
     POSITION_GAP,
     Chat,
@@ -58,53 +59,72 @@ _VISIBLE = (
 # budget can take, found by a range scan of (chat_id, tokens_after), so the cost does not grow
 # with the length of the chat; then the rest of the current turn (from the last user message on)
 # if the budget left some of it out; and, when a summary exists, the first exchange before it
-# (since the last "start over", which nothing before crosses).
-WINDOW_SQL = text(f"""
-WITH s AS (
+# (since the last "start over", which nothing before crosses). Only rows before `:before`: a
+# step reading its window after writing its turn leaves that turn out.
+WINDOW_CTES = """
+s AS (
     SELECT position FROM messages
-    WHERE chat_id = :chat AND kind = 'summary' ORDER BY position DESC LIMIT 1
+    WHERE chat_id = :chat AND kind = 'summary' AND position < :before
+    ORDER BY position DESC LIMIT 1
 ), rs AS (
     SELECT position FROM messages
-    WHERE chat_id = :chat AND kind = 'summary' AND meta ? 'reset'
+    WHERE chat_id = :chat AND kind = 'summary' AND meta ? 'reset' AND position < :before
     ORDER BY position DESC LIMIT 1
-)
-(SELECT {MESSAGE_COLUMNS} FROM messages
+)"""
+
+
+def window_union(threshold: str, columns: str = MESSAGE_COLUMNS) -> str:
+    """The window's rows (after WINDOW_CTES); `threshold` is the SQL of the running total
+    that a row's `tokens_after` must pass to be in the tail budget."""
+    return f"""
+(SELECT {columns} FROM messages
   WHERE chat_id = :chat AND position = (SELECT position FROM s))
 UNION ALL
-(SELECT {MESSAGE_COLUMNS} FROM messages
-  WHERE chat_id = :chat AND tokens_after > :threshold
+(SELECT {columns} FROM messages
+  WHERE chat_id = :chat AND tokens_after > {threshold} AND position < :before
     AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
   ORDER BY tokens_after DESC, position DESC LIMIT :limit)
 UNION ALL
-(SELECT {MESSAGE_COLUMNS} FROM messages
+(SELECT {columns} FROM messages
   WHERE chat_id = :chat AND kind IN ('user', 'assistant') AND status = 'complete'
     AND position < (SELECT position FROM s)
     AND position > COALESCE((SELECT position FROM rs), -1)
   ORDER BY position LIMIT 2)
 UNION ALL
-(SELECT {MESSAGE_COLUMNS} FROM messages
-  WHERE chat_id = :chat AND tokens_after <= :threshold AND {_VISIBLE}
+(SELECT {columns} FROM messages
+  WHERE chat_id = :chat AND tokens_after <= {threshold} AND {_VISIBLE}
     AND position >= (
         SELECT position FROM messages
-        WHERE chat_id = :chat AND kind = 'user'
+        WHERE chat_id = :chat AND kind = 'user' AND position < :before
           AND position > COALESCE((SELECT position FROM s), -1)
         ORDER BY position DESC LIMIT 1)
+    AND position < :before
   ORDER BY position DESC LIMIT :limit)
-""")
+"""
+
+
+WINDOW_SQL = text(f"WITH {WINDOW_CTES}\n{window_union(':threshold')}")
 
 
 async def read_window(
-    conn: AsyncConnection, chat: Chat, max_rows: int, budget_tokens: int
+    conn: AsyncConnection, chat: Chat, max_rows: int, budget_tokens: int,
+    before: int | None = None,
 ) -> Window:
-    """The window of a chat, read on a connection (so a step can read it in its transaction).
+    """The window of a chat, read on a connection (so a step can read it in its transaction);
+    `before`: only rows before that position.
 
     The hottest query of a step, and up to a budget's worth of rows: it goes to asyncpg directly
     (chat.tables.fetch).
     """
     rows = await fetch(conn, WINDOW_SQL, {
         "chat": chat.id, "threshold": chat.token_total - budget_tokens, "limit": max_rows + 1,
+        "before": MAX_POSITION if before is None else before,
     })
-    messages = [message_from_row(row) for row in rows]
+    return window_from_rows(chat, [message_from_row(row) for row in rows], max_rows)
+
+
+def window_from_rows(chat: Chat, messages: list[Message], max_rows: int) -> Window:
+    """The rows the window statement returned (window_union), as a Window."""
     summary = next((m for m in messages if m.kind == "summary"), None)
     cut_at = summary.position if summary else -1
     head = sorted((m for m in messages if m.position < cut_at), key=lambda m: m.position)
@@ -228,9 +248,11 @@ class PostgresChatStore:
             )
             return result.first() is not None
 
-    async def load_window(self, chat: Chat, max_rows: int, budget_tokens: int) -> Window:
+    async def load_window(
+        self, chat: Chat, max_rows: int, budget_tokens: int, before: int | None = None
+    ) -> Window:
         async with self._db.connect() as conn:
-            return await read_window(conn, chat, max_rows, budget_tokens)
+            return await read_window(conn, chat, max_rows, budget_tokens, before)
 
     async def read_span(self, chat: Chat, max_rows: int) -> tuple[Message | None, list[Message]]:
         async with self._db.connect() as conn:

@@ -16,6 +16,7 @@ BusyPolicy = Literal["queue", "reject", "interrupt"]
 # Messages of a step take positions POSITION_GAP apart, so that a summary row can be placed
 # right after the message it follows (position + 1) without renumbering anything.
 POSITION_GAP = 1024
+MAX_POSITION = 2**63 - 1  # positions are bigint
 
 # Tokens the chat format adds per message (role and separators), as OpenAI counts them.
 MESSAGE_OVERHEAD = 4

@@ -22,7 +22,7 @@ from chat.ports import (
     StepOutcome,
     StepStore,
 )
-from chat.types import MESSAGE_OVERHEAD, Chat, Message, Window
+from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
 from memory.ports import FactStore, IndexQueue, Recaller
@@ -107,10 +107,14 @@ class Replayed:
 
 
 def budget_for(chat: Chat, config: StepConfig) -> Budget:
-    window = chat.settings.context_window or config.context_window
-    reserve = chat.settings.max_answer_tokens or config.answer_reserve_tokens
+    return budget_of(chat.settings, config)
+
+
+def budget_of(settings: ModelSettings, config: StepConfig) -> Budget:
+    window = settings.context_window or config.context_window
+    reserve = settings.max_answer_tokens or config.answer_reserve_tokens
     total = max(window - reserve, 0)
-    tail = chat.settings.tail_budget_tokens or int(total * config.tail_budget_ratio)
+    tail = settings.tail_budget_tokens or int(total * config.tail_budget_ratio)
     return Budget(window, reserve, min(tail, total), config.compact_trigger_ratio)
 
 
@@ -138,6 +142,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         lease_ttl=cfg.lease_ttl,
         window_rows=cfg.window_read_rows,
         window_budget=lambda chat: budget_for(chat, cfg).total,
+        default_budget=budget_of(ModelSettings(), cfg).total,
     )
     result = await follow_policy(
         deps.steps, cfg.queue_wait, request.tenant_id, request.chat_id, request.idempotency_key,
@@ -317,9 +322,8 @@ async def _compact(
 async def _replan(deps: StepDeps, started: Started) -> Started:
     """The prompt again after a compaction, without this step's own new message in the tail."""
     budget = started.plan.budget
-    window = await deps.chats.load_window(started.chat, deps.config.window_read_rows, budget.total)
-    mine = started.begun.user_message.position
-    window = replace(window, tail=[m for m in window.tail if m.position < mine])
+    window = await deps.chats.load_window(started.chat, deps.config.window_read_rows, budget.total,
+                                          before=started.begun.user_message.position)
     new = started.begun.user_message.content
     return replace(started, window=window, plan=assemble(window, new, budget, deps.counter))
 

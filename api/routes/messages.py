@@ -16,13 +16,13 @@ from api.deps import RuntimeDep, TenantDep
 from api.problems import Problem
 from api.schemas import AbortOut, HistoryPage, PostMessage, StepOut, message_json
 from api.sse import StepResult, frame, replay_events
+from chat.types import MAX_POSITION
 from orchestrator.events import StepEvent
 from orchestrator.step import AbortSignal, Replayed, StepRequest, run_step, start_step
 
 router = APIRouter(prefix="/v1/chats", tags=["messages"],
                    responses=problems.responses(401, 429, 503))
 
-MAX_POSITION = 2**63 - 1  # positions are bigint
 DISCONNECT_CHECK = 0.25  # seconds between looks at a JSON client's connection
 _NOTHING_YET: Any = object()
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -151,8 +151,9 @@ async def test_steps_over_the_worker_cap_get_503_with_retry_after(
         first, second = await new_chat(client), await new_chat(client)
         model.push(Reply(["slow ", "answer"], chunk_delay=0.5))
         running = asyncio.create_task(stream_step(client, first, "take your time"))
-        for _ in range(100):  # until the first step streams
-            if model.requests:
+        for _ in range(100):  # until the first step streams (its own request, not a late one)
+            if any(m.get("content") == "take your time"
+                   for body in model.requests for m in body.get("messages", [])):
                 break
             await asyncio.sleep(0.02)
         refused = await client.post(f"/v1/chats/{second}/messages", json={"content": "hi"},

@@ -9,11 +9,13 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import downgrade, migrate
+from chat.opening import _OPEN
 from chat.ports import LeaseBusy, LeaseMissing, NewChat, Opened, OpenStep, StepOutcome
 from chat.steps import PostgresStepStore
 from chat.store import WINDOW_SQL, PostgresChatStore, history_query
+from chat.tables import positional
 from chat.testing import seed_history
-from chat.types import Chat, ModelSettings
+from chat.types import MAX_POSITION, Chat, ModelSettings
 
 
 async def _chat(engine: AsyncEngine) -> Chat:
@@ -44,7 +46,7 @@ def _open(chat: Chat, step_id: uuid.UUID, *, tenant: str = "tenant-a", ttl: floa
     return OpenStep(
         tenant_id=tenant, chat_id=chat.id, step_id=step_id, content=content, token_count=1,
         idempotency_key=key, worker="w", lease_ttl=ttl, window_rows=100,
-        window_budget=lambda _: 1000,
+        window_budget=lambda _: 1000, default_budget=1000,  # opened in one statement
     )
 
 
@@ -196,6 +198,21 @@ async def test_history_and_window_use_the_index_on_a_100k_message_chat(
             assert "messages_chat_position" in plan and "Sort" not in plan, plan
         plan = "\n".join((await conn.execute(text("EXPLAIN ANALYZE " + str(WINDOW_SQL)), {
             "chat": chat.id, "limit": 401, "threshold": window.chat.token_total - 1000,
+            "before": MAX_POSITION,
         })).scalars())
         assert "Seq Scan on messages" not in plan, plan
         assert "messages_tail" in plan, plan  # the tail is a range scan of tokens_after
+        # The step's opening statement reads the same window, in the generic plan a worker's
+        # connection uses (api/database.py: force_generic_plan).
+        sql, names = positional(_OPEN.text)
+        await conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+        await conn.exec_driver_sql(f"PREPARE open_step AS {sql}")
+        values = {"chat": str(chat.id), "t": "tenant-a", "step": str(uuid.uuid4()), "key": None,
+                  "user_id": str(uuid.uuid4()), "assistant_id": str(uuid.uuid4())}
+        literals = ", ".join("NULL" if values.get(n, 1) is None else f"'{values.get(n, 1)}'"
+                             for n in names)
+        plan = "\n".join((await conn.exec_driver_sql(
+            f"EXPLAIN EXECUTE open_step({literals})")).scalars())
+        await conn.exec_driver_sql("DEALLOCATE open_step")
+        assert "Seq Scan on messages" not in plan, plan
+        assert "messages_tail" in plan, plan
