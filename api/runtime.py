@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,32 +45,53 @@ class Runtime:
     def launch(
         self, step_id: uuid.UUID, events: AsyncIterator[StepEvent], abort: AbortSignal
     ) -> asyncio.Queue[StepEvent | None]:
-        """Run a step in its own task, so a client that goes away cannot cut a write short."""
+        """Run a step in its own task, so a client that goes away cannot cut a write short;
+        its events come through the queue, then None."""
         queue: asyncio.Queue[StepEvent | None] = asyncio.Queue()
+        self._start(step_id, events, abort, queue.put_nowait)
+        return queue
+
+    def collect(
+        self, step_id: uuid.UUID, events: AsyncIterator[StepEvent], abort: AbortSignal,
+        add: Callable[[StepEvent], None],
+    ) -> asyncio.Task[None]:
+        """As launch, for a client that wants the outcome alone: each event goes to `add` as it
+        comes, and the task ends with the step (no queue to wake a reader per event)."""
+
+        def emit(event: StepEvent | None) -> None:
+            if event is not None:
+                add(event)
+
+        return self._start(step_id, events, abort, emit)
+
+    def _start(
+        self, step_id: uuid.UUID, events: AsyncIterator[StepEvent], abort: AbortSignal,
+        emit: Callable[[StepEvent | None], None],
+    ) -> asyncio.Task[None]:
         self.running[step_id] = abort
-        task = asyncio.create_task(self._drive(step_id, events, queue, abort))
+        task = asyncio.create_task(self._drive(step_id, events, emit))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-        return queue
+        return task
 
     async def _drive(
         self, step_id: uuid.UUID, events: AsyncIterator[StepEvent],
-        queue: asyncio.Queue[StepEvent | None], abort: AbortSignal,
+        emit: Callable[[StepEvent | None], None],
     ) -> None:
         logs.step_id.set(str(step_id))  # this task's own context: every line it logs names it
         self.metrics.steps_running.inc()
         try:
             async for event in events:
                 self.metrics.observe(event)
-                queue.put_nowait(event)
+                emit(event)
         except Exception:  # the streaming boundary: a last event and a log line
             log.exception("step failed unexpectedly")
             # The client learns that it failed, not how: details are for the log.
-            queue.put_nowait(MessageError(None, "internal_error", "the step failed unexpectedly"))
+            emit(MessageError(None, "internal_error", "the step failed unexpectedly"))
         finally:
             self.metrics.steps_running.dec()
             self.running.pop(step_id, None)
-            queue.put_nowait(None)
+            emit(None)
 
     async def drain(self, grace: float = 30.0) -> None:
         """On shutdown: ask running steps to stop and wait for them to persist."""

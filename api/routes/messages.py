@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, get_args
@@ -72,26 +71,29 @@ async def post_message(
         return JSONResponse(result.json())
 
     abort = AbortSignal()
-    queue = runtime.launch(started.begun.step_id, run_step(runtime.deps, started, abort), abort)
+    events = run_step(runtime.deps, started, abort)
+    if not _wants_sse(request):
+        result = StepResult()
+        await _until_done(runtime.collect(started.begun.step_id, events, abort, result.add),
+                          request, abort)
+        return JSONResponse(result.json())
 
-    if _wants_sse(request):
-        keepalive = request.app.state.settings.sse_keepalive_seconds
+    queue = runtime.launch(started.begun.step_id, events, abort)
+    keepalive = request.app.state.settings.sse_keepalive_seconds
 
-        async def stream() -> AsyncIterator[bytes]:
-            finished = False
-            try:
-                while (event := await _next(queue, keepalive)) is not None:
-                    # A comment line while the model is silent: proxies and load balancers
-                    # close connections that stay quiet past their idle timeout.
-                    yield KEEPALIVE if event is _NOTHING_YET else frame(event)
-                finished = True
-            finally:
-                if not finished:
-                    abort.set("client_disconnected")
+    async def stream() -> AsyncIterator[bytes]:
+        finished = False
+        try:
+            while (event := await _next(queue, keepalive)) is not None:
+                # A comment line while the model is silent: proxies and load balancers
+                # close connections that stay quiet past their idle timeout.
+                yield KEEPALIVE if event is _NOTHING_YET else frame(event)
+            finished = True
+        finally:
+            if not finished:
+                abort.set("client_disconnected")
 
-        return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
-
-    return JSONResponse((await _collect(queue, request, abort)).json())
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 async def _next(queue: asyncio.Queue[StepEvent | None], wait: float) -> Any:
@@ -105,24 +107,12 @@ async def _next(queue: asyncio.Queue[StepEvent | None], wait: float) -> Any:
             return _NOTHING_YET
 
 
-async def _collect(
-    queue: asyncio.Queue[StepEvent | None], request: Request, abort: AbortSignal
-) -> StepResult:
-    """Fold the step's events; a client that goes away meanwhile stops the step, which still
-    persists what it has."""
-    result = StepResult()
-    last_check = time.monotonic()
-    while True:
-        event = await _next(queue, DISCONNECT_CHECK)  # _NOTHING_YET: only look at the client
-        if event is None:
-            return result
-        if event is not _NOTHING_YET:
-            result.add(event)  # type: ignore[arg-type]
-        now = time.monotonic()
-        if now - last_check >= DISCONNECT_CHECK and not abort.event.is_set():
-            last_check = now
-            if await request.is_disconnected():
-                abort.set("client_disconnected")
+async def _until_done(task: asyncio.Task[None], request: Request, abort: AbortSignal) -> None:
+    """Wait for the step; a client that goes away meanwhile stops it, and it still persists
+    what it has."""
+    while not (await asyncio.wait({task}, timeout=DISCONNECT_CHECK))[0]:
+        if not abort.event.is_set() and await request.is_disconnected():
+            abort.set("client_disconnected")
 
 
 async def _replay(events: list[StepEvent]) -> AsyncIterator[bytes]:

@@ -170,6 +170,28 @@ async def test_client_disconnect_keeps_partial_answer_as_interrupted(
     await _assert_clean(engine)
 
 
+async def test_a_json_client_that_leaves_stops_the_step_and_its_partial_answer_is_kept(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
+) -> None:
+    chat_id = await new_chat(client)
+    model.push(Reply([f"word{i} " for i in range(200)], chunk_delay=0.02))
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up on the finished step
+        await client.post(f"/v1/chats/{chat_id}/messages", json={"content": "talk"},
+                          timeout=httpx.Timeout(5, read=0.5))
+    for _ in range(100):
+        rows = await history(client, chat_id)
+        if rows[-1]["status"] != "streaming":
+            break
+        await asyncio.sleep(0.05)
+    answer = rows[-1]
+    assert answer["status"] == "interrupted"  # stopped well before its 200 words (4 s)
+    assert answer["content"].startswith("word0 word1") and len(answer["content"].split()) < 100
+    model.push(Reply(["ok"]))
+    assert (await client.post(f"/v1/chats/{chat_id}/messages",
+                              json={"content": "still there?"})).json()["status"] == "complete"
+    await _assert_clean(engine)
+
+
 async def test_abort_stops_the_running_stream(
     client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
 ) -> None:
