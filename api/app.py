@@ -188,8 +188,8 @@ async def _memory(
     facts = PostgresFactStore(db, embedder, provider.model,
                               FactConfig(duplicate_cosine=duplicate_cosine(settings)))
     recall_config = settings.recall_config()
-    recall = PostgresRecall(db, embedder, counter.count, recall_config) if (
-        recall_config.enabled) else None
+    recall = PostgresRecall(db, embedder, counter.count, recall_config,
+                            embedder_name=provider.model) if recall_config.enabled else None
     indexer = Indexer(db, embedder, provider.model,
                       IndexerConfig(batch_size=settings.indexer_batch_size,
                                     claim_seconds=settings.indexer_claim_seconds))

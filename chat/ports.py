@@ -187,10 +187,13 @@ class StepStore(Protocol):
         self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
         token_count: int, usage: dict[str, Any] | None, error_code: str | None,
         timings: dict[str, float], meta: dict[str, Any] | None = None,
+        user_vector: tuple[str, list[float]] | None = None,
     ) -> bool:
         """Write the answer (merging `meta` into its meta, e.g. the memory actions), the step's
-        outcome and the lease's release, together; queue the answer for recall indexing. False
-        (and nothing written) when the step was already declared dead by another worker."""
+        outcome and the lease's release, together; queue the answer for recall indexing, and
+        leave `user_vector` (an embedder's name and the user message's vector) with the queued
+        user message. False (and nothing written) when the step was already declared dead by
+        another worker."""
         ...
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:

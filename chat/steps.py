@@ -165,6 +165,9 @@ WITH st AS (
     RETURNING id
 ), q AS (
     INSERT INTO recall_queue (message_id) SELECT id FROM am WHERE :cost > 0
+), uq AS (  -- the recall's vector of the user message: the indexer need not embed it again
+    UPDATE recall_queue SET embedding = CAST(:user_vector AS real[]), embedder = :embedder
+    WHERE message_id = :user_id AND CAST(:user_vector AS real[]) IS NOT NULL
 )
 SELECT id FROM am
 UNION ALL
@@ -264,7 +267,9 @@ class PostgresStepStore:
         self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
         token_count: int, usage: dict[str, Any] | None, error_code: str | None,
         timings: dict[str, float], meta: dict[str, Any] | None = None,
+        user_vector: tuple[str, list[float]] | None = None,
     ) -> bool:
+        embedder, vector = user_vector or (None, None)
         async with self._db.connect() as conn:
             written = await fetch(
                 conn,
@@ -283,6 +288,9 @@ class PostgresStepStore:
                     "meta": json.dumps(meta or {}),
                     "error": error_code,
                     "timings": json.dumps(timings),
+                    "user_id": step.user_message.id,
+                    "user_vector": vector,
+                    "embedder": embedder,
                 },
             )
             return bool(written)

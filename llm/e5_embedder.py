@@ -42,6 +42,10 @@ class E5Embedder:
             return []
         return await asyncio.to_thread(self._encode, texts, False)
 
+    @property
+    def symmetric(self) -> bool:
+        return False  # e5 embeds queries and passages apart
+
     async def embed_query(self, texts: list[str]) -> list[list[float]]:
         """Vectors of search queries (e5's "query: " side)."""
         if not texts:

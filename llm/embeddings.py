@@ -56,6 +56,10 @@ class OpenAIEmbedder:
             out.extend(await self._batch(texts[start : start + self.batch_size]))
         return out
 
+    @property
+    def symmetric(self) -> bool:
+        return True  # an OpenAI-style endpoint embeds every text alike
+
     async def embed_query(self, texts: list[str]) -> list[list[float]]:
         """Same as embed: an OpenAI-style endpoint has no query/passage distinction."""
         return await self.embed(texts)

@@ -77,6 +77,10 @@ class OnnxMiniLM:
             return []
         return await asyncio.to_thread(self.embed_sync, texts)
 
+    @property
+    def symmetric(self) -> bool:
+        return True  # MiniLM embeds queries and passages alike
+
     async def embed_query(self, texts: list[str]) -> list[list[float]]:
         """Same as embed: MiniLM embeds queries and passages alike."""
         return await self.embed(texts)

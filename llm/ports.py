@@ -33,6 +33,12 @@ class Embedder(Protocol):
         """As embed, for texts that search (models such as e5 embed the two sides apart)."""
         ...
 
+    @property
+    def symmetric(self) -> bool:
+        """Whether embed_query gives a text the vector embed gives it, so that a query's
+        vector can be stored as the text's own."""
+        ...
+
 
 class TokenCounter(Protocol):
     """Counts tokens the way the context budget is measured."""

@@ -188,6 +188,7 @@ class FakeOpenAIServer:
         self.disconnected = 0  # streams the client closed before the end
         self.embed_status = 200  # set >= 400 to make `/embeddings` fail
         self.embed_formats: list[str] = []  # `encoding_format` of each `/embeddings` call
+        self.embed_inputs: list[str] = []  # every text it embedded
         self.embed_calls = 0
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -209,6 +210,7 @@ class FakeOpenAIServer:
         self.embed_reject = None
         self.embed_calls = 0
         self.embed_formats.clear()
+        self.embed_inputs.clear()
 
     def push(self, *replies: Reply) -> None:
         self.script.extend(replies)
@@ -306,6 +308,7 @@ class FakeOpenAIServer:
                         "message": f"input {i} was rejected", "type": "invalid_request_error",
                     }}, status_code=400)
         self.embed_formats.append(body.get("encoding_format", "float"))
+        self.embed_inputs.extend(inputs)
         vectors = [embed_text(t, self.embed_dim) for t in inputs]
         if body.get("encoding_format") == "base64":  # as OpenAI sends it: float32 LE
             encoded: list[Any] = [

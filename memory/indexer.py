@@ -33,20 +33,27 @@ from llm.ports import Embedder
 
 log = logging.getLogger("jin.indexer")
 
-_CLAIM = text("""
+# A message waits while its step runs: the step may still leave its vector with it (the recall
+# of a step embeds the user's message; chat/steps.py _FINISH).
+_WAITS_FOR_ITS_STEP = """EXISTS (
+    SELECT 1 FROM messages wm JOIN steps ws ON ws.id = wm.step_id
+    WHERE wm.id = q.message_id AND ws.status = 'running')"""
+
+_CLAIM = text(f"""
 WITH c AS (
     SELECT q.message_id FROM recall_queue q
     WHERE q.parked_at IS NULL
       AND (q.claimed_until IS NULL OR q.claimed_until < now())
       AND (CAST(:chat AS uuid) IS NULL
            OR q.message_id IN (SELECT id FROM messages WHERE chat_id = :chat))
+      AND NOT {_WAITS_FOR_ITS_STEP}
     ORDER BY q.priority, q.enqueued_at LIMIT :n
     FOR UPDATE OF q SKIP LOCKED
 )
 UPDATE recall_queue q SET claimed_until = now() + make_interval(secs => :ttl)
 FROM c JOIN messages m ON m.id = c.message_id
 WHERE q.message_id = c.message_id
-RETURNING m.id, m.content, q.attempts""")
+RETURNING m.id, m.content, q.attempts, q.embedding, q.embedder""")
 
 # Vectors first, then the dequeue, in one transaction: the insert's foreign key check locks the
 # messages rows (KEY SHARE) before the queue rows, the order in which deleting a chat locks them
@@ -76,11 +83,11 @@ RETURNING attempts, parked_at IS NOT NULL AS parked""")
 
 _PENDING = text("SELECT count(*) FROM recall_queue WHERE parked_at IS NULL")
 _PARKED = text("SELECT count(*) FROM recall_queue WHERE parked_at IS NOT NULL")
-_CHAT_QUEUE = text("""
+_CHAT_QUEUE = text(f"""
 SELECT count(*) FILTER (WHERE q.parked_at IS NULL) AS waiting,
        count(*) FILTER (WHERE q.parked_at IS NOT NULL) AS parked
 FROM recall_queue q JOIN messages m ON m.id = q.message_id
-WHERE m.chat_id = :chat""")
+WHERE m.chat_id = :chat AND NOT {_WAITS_FOR_ITS_STEP}""")
 
 # Text embedded per message: enough to place it, within what the small models read anyway.
 MAX_CHARS = 2000
@@ -168,10 +175,16 @@ class Indexer:
             raise
 
     async def _index(self, rows: list[Any]) -> Drained:
+        # Vectors the steps left (their recall embedded these texts already), if this embedder's.
+        kept = [row for row in rows if self._usable(row)]
+        rows = [row for row in rows if not self._usable(row)]
+        indexed = parked = 0
+        if kept:
+            await self._write([row["id"] for row in kept], [row["embedding"] for row in kept])
+            indexed += len(kept)
         fresh = {row["id"]: row["content"][:MAX_CHARS] for row in rows if not row["attempts"]}
         # Rejected before: alone, so a poisoned message costs one failed call, not its batch's.
         alone = {row["id"]: row["content"][:MAX_CHARS] for row in rows if row["attempts"]}
-        indexed = parked = 0
         if fresh:
             try:
                 vectors = await self._embedder.embed(list(fresh.values()))
@@ -192,7 +205,16 @@ class Indexer:
                 continue
             await self._write([message_id], vectors)
             indexed += 1
-        return Drained(len(rows), indexed, parked)
+        return Drained(len(rows) + len(kept), indexed, parked)
+
+    def _usable(self, row: Any) -> bool:
+        vector = row["embedding"]
+        if vector is None or row["embedder"] != self.embedder_name:
+            return False
+        try:
+            return len(vector) == self._embedder.dim
+        except RuntimeError:  # an embedder that learns its dimension at its first call
+            return False
 
     async def _write(self, ids: list[uuid.UUID], vectors: list[list[float]]) -> None:
         async with self._db.connect() as conn:

@@ -87,6 +87,9 @@ class RecallResult:
     mode: str
     candidates: int  # rows the search returned before ranking
     timings: dict[str, float] = field(default_factory=dict)
+    # The query's vector, as the query text's own, and the embedder's name: given when the
+    # embedder embeds searches and texts alike, so a step can store it for its message.
+    text_vector: tuple[str, list[float]] | None = None
 
 
 def rrf(rank: int | None, k: int) -> float:

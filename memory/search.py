@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.tables import fetch
 from llm.ports import Embedder
+from memory.indexer import MAX_CHARS
 from memory.recall import Candidate, RecallConfig, RecallResult, keyword_query, rank
 
 _OWNER = "tenant_id = :t AND user_id = :u"
@@ -82,8 +83,8 @@ JOIN memories f ON f.id = ids.id
 LEFT JOIN df ON df.id = ids.id LEFT JOIN kf ON kf.id = ids.id""")
 
 # Longer queries are cut: the embedder reads a few hundred tokens anyway, and full text needs
-# no more than its words.
-MAX_QUERY_CHARS = 2000
+# no more than its words. Where the indexer cuts a message: a query's vector is its text's own.
+MAX_QUERY_CHARS = MAX_CHARS
 
 
 class PostgresRecall:
@@ -91,10 +92,13 @@ class PostgresRecall:
 
     def __init__(
         self, engine: AsyncEngine, embedder: Embedder, count_tokens: Callable[[str], int],
-        config: RecallConfig,
+        config: RecallConfig, *, embedder_name: str | None = None,
     ) -> None:
         self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._embedder = embedder
+        # Named, an embedder that embeds searches and texts alike hands the query's vector on
+        # (RecallResult.text_vector), for the indexer to store rather than embed again.
+        self._text_vectors = embedder_name if embedder_name and embedder.symmetric else None
         self._count = count_tokens
         self.config = config
 
@@ -126,7 +130,8 @@ class PostgresRecall:
             "search_ms": round((searched - embedded) * 1000, 3),
             "rank_ms": round((time.perf_counter() - searched) * 1000, 3),
         }
-        return RecallResult(items, query, cfg.mode, len(candidates), timings)
+        own = (self._text_vectors, vector) if self._text_vectors and vector is not None else None
+        return RecallResult(items, query, cfg.mode, len(candidates), timings, own)
 
     async def candidates(
         self, tenant_id: str, user_id: str, query: str, vector: list[float] | None,

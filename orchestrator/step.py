@@ -97,6 +97,7 @@ class Started:
     opened_at: float
     embed_ms: float = 0.0  # the embedder's time for recall: model time, not the server's
     recall_ms: float = 0.0  # recall as a whole, the embedder's time included
+    user_vector: tuple[str, list[float]] | None = None  # recall's, for the indexer to keep
     type: str = "started"
 
 
@@ -299,7 +300,8 @@ async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[
         return replace(started, plan=plan), []
     embed_ms = result.timings.get("embed_ms", 0.0)
     recall_ms = (time.perf_counter() - began) * 1000
-    return (replace(started, plan=plan, embed_ms=embed_ms, recall_ms=recall_ms),
+    return (replace(started, plan=plan, embed_ms=embed_ms, recall_ms=recall_ms,
+                    user_vector=result.text_vector),
             [i.to_json() for i in result.items])
 
 
@@ -383,6 +385,7 @@ async def _persist(
             timings=timings,
             meta={"actions": [event_payload(a) for a in answer.actions]} if answer.actions
             else None,
+            user_vector=started.user_vector,
         )
         try:
             written = await asyncio.shield(asyncio.ensure_future(write))

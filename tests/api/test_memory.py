@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.types import summary_id_for
-from llm.testing import FakeOpenAIServer, Reply
+from llm.testing import FakeOpenAIServer, Reply, embed_text
 from tests.api.sse_client import history, new_chat, stream_step
 
 
@@ -99,6 +99,26 @@ async def test_a_chat_recalls_its_own_rows_once_they_left_the_window_and_never_t
     assert "LCK-1111" not in fence and "shower" not in fence
     sent = [m["content"] for m in model.requests[-1]["messages"]]
     assert said[0] in sent and said[2] in sent and said[1] not in sent
+
+
+async def test_a_user_message_is_embedded_once_its_recall_vector_is_the_one_stored(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
+) -> None:
+    chat = await new_chat(client)
+    model.push(Reply(["The answer about the blue kettle."]))
+    events = await stream_step(client, chat, "where did I leave the blue kettle?")
+    await indexed(engine)
+    [start] = _events(events, "step_start")
+    # The recall embedded the question; the indexer took that vector instead of asking again.
+    assert model.embed_inputs.count("where did I leave the blue kettle?") == 1
+    assert model.embed_inputs.count("The answer about the blue kettle.") == 1
+    async with engine.connect() as conn:
+        stored = (await conn.execute(text(
+            "SELECT embedding::text FROM message_embeddings WHERE message_id = :m"),
+            {"m": start["user_message_id"]})).scalar_one()
+    vector = [float(x) for x in stored.strip("[]").split(",")]
+    expected = embed_text("where did I leave the blue kettle?", len(vector))
+    assert max(abs(a - b) for a, b in zip(vector, expected, strict=True)) < 1e-6
 
 
 async def test_remember_and_forget_run_inside_the_stream_and_the_answer_continues(

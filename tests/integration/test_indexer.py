@@ -17,6 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.reindex import reindex
 from api.settings import Settings
+from chat.ports import Opened, OpenStep
+from chat.steps import PostgresStepStore
+from chat.store import PostgresChatStore
 from llm.embeddings import OpenAIEmbedder
 from llm.errors import ProviderHTTPError
 from llm.openai import new_session
@@ -186,3 +189,39 @@ async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after
     assert await indexer.index_chat(chat) is True
     assert time.monotonic() - started > 0.5
     assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids)
+
+
+async def test_a_running_steps_message_waits_and_is_then_written_with_the_vector_it_left(
+    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    server, url = embedder_server
+    indexer = _indexer(memory_db, url, http)
+    steps = PostgresStepStore(engine)
+    for embedder, embedded_again in ((MODEL, False), ("another-model", True)):
+        chat_id, _ = await import_chat(engine, "t1", f"ana-{embedder}", ["earlier", "reply"])
+        chat = await PostgresChatStore(engine).get_chat("t1", chat_id)
+        assert chat is not None
+        question = f"a question for {embedder}"
+        opened = await steps.open(OpenStep("t1", chat_id, uuid.uuid4(), question, 4, None, "w",
+                                           30, 100, lambda _: 1000, 1000))
+        assert isinstance(opened, Opened)
+        server.embed_inputs.clear()
+        # While the step runs its message waits (the step may leave its vector), and
+        # compaction's wait for the chat's queue is not held up by it.
+        started = time.monotonic()
+        assert await indexer.index_chat(chat_id) is True
+        assert time.monotonic() - started < 2
+        assert server.embed_inputs == ["earlier", "reply"]
+        vector = [1.0] + [0.0] * 383
+        await steps.finish(chat_id, opened.begun, status="complete", content="an answer",
+                           reasoning="", token_count=2, usage=None, error_code=None,
+                           timings={}, user_vector=(embedder, vector))
+        assert await indexer.index_chat(chat_id) is True
+        async with engine.connect() as conn:
+            stored = (await conn.execute(text(
+                "SELECT embedding::text FROM message_embeddings WHERE message_id = :m"),
+                {"m": opened.begun.user_message.id})).scalar_one()
+        # Another embedder's vector is not taken: the text is embedded by this one.
+        assert (question in server.embed_inputs) is embedded_again
+        assert (stored == "[1" + ",0" * 383 + "]") is not embedded_again
