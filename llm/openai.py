@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
+import orjson
 
 from llm.errors import (
     LLMError,
@@ -68,7 +69,7 @@ async def _request(
 
 
 def _headers(config: ProviderConfig, accept: str = "text/event-stream") -> dict[str, str]:
-    headers = {"Accept": accept}
+    headers = {"Accept": accept, "Content-Type": "application/json"}
     if config.api_key:
         headers["Authorization"] = f"Bearer {config.api_key}"
     return headers
@@ -95,7 +96,8 @@ async def fetch_json(
     method = "GET" if body is None else "POST"
     try:
         async with _request(
-            session, method, url, json=body, headers=_headers(config, "application/json")
+            session, method, url, data=None if body is None else orjson.dumps(body),
+            headers=_headers(config, "application/json")
         ) as response:
             if response.status >= 400:
                 raise ProviderHTTPError(response.status, await response.text())
@@ -133,7 +135,8 @@ class OpenAIChatModel:
         url = f"{self.config.base_url}/chat/completions"
         try:
             async with _request(
-                self._session, "POST", url, json=self._body(request), headers=_headers(self.config)
+                self._session, "POST", url, data=orjson.dumps(self._body(request)),
+                headers=_headers(self.config)
             ) as response:
                 if response.status >= 400:
                     body = (await response.read()).decode("utf-8", "replace")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -250,7 +251,7 @@ class FakeOpenAIServer:
         return Reply(chunks, delay=self.echo_delay, chunk_delay=self.echo_chunk_delay)
 
     async def _completions(self, request: Request) -> Response:
-        body = await request.json()
+        body = orjson.loads(await request.body())
         self.requests.append(body)
         reply = self._next_reply(body)
         if reply is None:
@@ -305,7 +306,7 @@ class FakeOpenAIServer:
         return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
     async def _embeddings(self, request: Request) -> Response:
-        body = await request.json()
+        body = orjson.loads(await request.body())
         self.embed_calls += 1
         if self.embed_delay:
             await asyncio.sleep(self.embed_delay)
