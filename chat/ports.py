@@ -133,13 +133,10 @@ class ChatStore(Protocol):
 
     async def write_summary(
         self, chat_id: uuid.UUID, after: Message, content: str, token_count: int,
-        meta: dict[str, Any],
+        meta: dict[str, Any], compaction: dict[str, Any] | None = None,
     ) -> Message | None:
-        """Place a summary row right after `after`; None if that span has one already."""
-        ...
-
-    async def save_compaction(self, chat_id: uuid.UUID, state: dict[str, Any]) -> None:
-        """Persist the chat's compaction counters."""
+        """Place a summary row right after `after`, and save the chat's compaction counters
+        with it (when given, even if the row exists); None if that span has one already."""
         ...
 
     async def list_messages(

@@ -154,6 +154,10 @@ UNION ALL
 # One summary row per span: its id comes from the message it follows, so a retry or a second
 # worker compacting the same span writes nothing.
 WRITE_SUMMARY_SQL = text(f"""
+WITH counters AS (
+    UPDATE chats SET compaction = CAST(:state AS jsonb)
+    WHERE id = :chat AND CAST(:state AS jsonb) IS NOT NULL
+)
 INSERT INTO messages (id, chat_id, position, kind, content, status, token_count, tokens_after,
                       meta)
 VALUES (:id, :chat, :position, 'summary', :content, 'complete', :tokens, :tokens_after,
@@ -265,7 +269,7 @@ class PostgresChatStore:
 
     async def write_summary(
         self, chat_id: uuid.UUID, after: Message, content: str, token_count: int,
-        meta: dict[str, Any],
+        meta: dict[str, Any], compaction: dict[str, Any] | None = None,
     ) -> Message | None:
         async with self._db.connect() as conn:
             row = (
@@ -279,17 +283,11 @@ class PostgresChatStore:
                         "tokens": token_count,
                         "tokens_after": after.tokens_after,
                         "meta": json.dumps(meta),
+                        "state": None if compaction is None else json.dumps(compaction),
                     },
                 )
             ).mappings().first()
         return message_from_row(row) if row else None
-
-    async def save_compaction(self, chat_id: uuid.UUID, state: dict[str, Any]) -> None:
-        async with self._db.connect() as conn:
-            await conn.execute(
-                text("UPDATE chats SET compaction = CAST(:state AS jsonb) WHERE id = :chat"),
-                {"chat": chat_id, "state": json.dumps(state)},
-            )
 
     async def list_messages(
         self, tenant_id: str, chat_id: uuid.UUID, *, before: int | None, after: int | None,

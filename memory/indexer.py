@@ -28,6 +28,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.tables import fetch
+from chat.types import MAX_POSITION
 from llm.errors import LLMError, MalformedStream, ProviderHTTPError
 from llm.ports import Embedder
 
@@ -45,7 +46,8 @@ WITH c AS (
     WHERE q.parked_at IS NULL
       AND (q.claimed_until IS NULL OR q.claimed_until < now())
       AND (CAST(:chat AS uuid) IS NULL
-           OR q.message_id IN (SELECT id FROM messages WHERE chat_id = :chat))
+           OR q.message_id IN (SELECT id FROM messages
+                               WHERE chat_id = :chat AND position <= :through))
       AND NOT {_WAITS_FOR_ITS_STEP}
     ORDER BY q.priority, q.enqueued_at LIMIT :n
     FOR UPDATE OF q SKIP LOCKED
@@ -87,7 +89,7 @@ _CHAT_QUEUE = text(f"""
 SELECT count(*) FILTER (WHERE q.parked_at IS NULL) AS waiting,
        count(*) FILTER (WHERE q.parked_at IS NOT NULL) AS parked
 FROM recall_queue q JOIN messages m ON m.id = q.message_id
-WHERE m.chat_id = :chat AND NOT {_WAITS_FOR_ITS_STEP}""")
+WHERE m.chat_id = :chat AND m.position <= :through AND NOT {_WAITS_FOR_ITS_STEP}""")
 
 # Text embedded per message: enough to place it, within what the small models read anyway.
 MAX_CHARS = 2000
@@ -159,12 +161,16 @@ class Indexer:
         """Index one batch (of one chat, or any); returns how many messages it indexed."""
         return (await self.drain(chat_id)).indexed
 
-    async def drain(self, chat_id: uuid.UUID | None = None) -> Drained:
-        """Claim one batch (of one chat, or any) and index it. Raises LLMError when the embedder
-        failed without blaming an input; the batch is back in the queue then."""
+    async def drain(
+        self, chat_id: uuid.UUID | None = None, through: int = MAX_POSITION
+    ) -> Drained:
+        """Claim one batch (of one chat, up to a position, or any) and index it. Raises LLMError
+        when the embedder failed without blaming an input; the batch is back in the queue
+        then."""
         async with self._db.connect() as conn:
             rows = await fetch(conn, _CLAIM, {
-                "chat": chat_id, "n": self.config.batch_size, "ttl": self.config.claim_seconds,
+                "chat": chat_id, "through": through, "n": self.config.batch_size,
+                "ttl": self.config.claim_seconds,
             })
         if not rows:
             return Drained(0, 0)
@@ -245,19 +251,21 @@ class Indexer:
         async with self._db.connect() as conn:
             await fetch(conn, _UNCLAIM, {"ids": ids})
 
-    async def index_chat(self, chat_id: uuid.UUID, wait_seconds: float = 5.0) -> bool:
-        """Index everything a chat has waiting, now (compaction does this before a span leaves
-        the window, so the span stays reachable by recall). Rows that other workers hold are
-        waited for, up to `wait_seconds` (their claim may outlive a dead worker by a minute).
-        True when nothing of the chat is left unindexed; False when something still is, after
-        the wait, or when some of its messages are parked."""
+    async def index_chat(
+        self, chat_id: uuid.UUID, wait_seconds: float = 5.0, through: int = MAX_POSITION
+    ) -> bool:
+        """Index everything a chat has waiting up to a position, now (compaction does this
+        before a span leaves the window, so the span stays reachable by recall). Rows that
+        other workers hold are waited for, up to `wait_seconds` (their claim may outlive a dead
+        worker by a minute). True when nothing of it is left unindexed; False when something
+        still is, after the wait, or when some of its messages are parked."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         while True:
-            if (await self.drain(chat_id)).claimed:
-                continue
+            if (await self.drain(chat_id, through)).claimed == self.config.batch_size:
+                continue  # maybe more than a batch waits
             async with self._db.connect() as conn:
-                [queue] = await fetch(conn, _CHAT_QUEUE, {"chat": chat_id})
+                [queue] = await fetch(conn, _CHAT_QUEUE, {"chat": chat_id, "through": through})
             if not queue["waiting"]:
                 return not queue["parked"]
             if loop.time() >= deadline:

@@ -92,8 +92,8 @@ class IndexQueue(Protocol):
         """Messages were just enqueued."""
         ...
 
-    async def index_chat(self, chat_id: uuid.UUID) -> bool:
-        """Index every message of the chat still waiting (waiting a little for other workers'
-        claims on them). True when none is left unindexed; False if some still wait, or were
-        parked because the embedder rejects them."""
+    async def index_chat(self, chat_id: uuid.UUID, *, through: int) -> bool:
+        """Index every message of the chat up to position `through` still waiting (waiting a
+        little for other workers' claims on them). True when none is left unindexed; False if
+        some still wait, or were parked because the embedder rejects them."""
         ...

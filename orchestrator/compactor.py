@@ -73,7 +73,7 @@ class Compactor:
         if not span:
             return CompactionDone(None, None, tokens_before, tokens_before, reason, skipped=True)
 
-        indexed = await self._index(chat)
+        indexed = await self._index(chat, span[-1].position)
         hidden = hidden_before(summary)  # a "start over" stays in force for recall
         asked = time.perf_counter()
         text, helper_called, helper_failed = await self._summarise(previous, span, state)
@@ -94,6 +94,12 @@ class Compactor:
         report = verify(items, text, remembered)
         new_cost = self._summary_cost(text)
         tokens_after = fixed_tokens + new_cost + sum(m.cost for m in kept)
+        state = after_pass(
+            state, tokens_before=tokens_before, tokens_after=tokens_after,
+            through=span[-1].position, helper_called=helper_called,
+            helper_failed=helper_failed, now=self.clock(), policy=policy,
+            budget_total=budget_total,
+        )
         row = await self.chats.write_summary(
             chat.id, span[-1], text, self.counter.count(text),
             {
@@ -111,14 +117,8 @@ class Compactor:
                     **report.as_json(), "summary_coverage": round(helper_report.coverage, 4),
                 },
             },
+            compaction=state.to_json(),
         )
-        state = after_pass(
-            state, tokens_before=tokens_before, tokens_after=tokens_after,
-            through=span[-1].position, helper_called=helper_called,
-            helper_failed=helper_failed, now=self.clock(), policy=policy,
-            budget_total=budget_total,
-        )
-        await self.chats.save_compaction(chat.id, state.to_json())
         return CompactionDone(
             summary_id=row.id if row else None,
             through=span[-1].position,
@@ -137,14 +137,15 @@ class Compactor:
             "target_ratio": chat.settings.compact_target_ratio,
         })
 
-    async def _index(self, chat: Chat) -> bool:
-        """Index what the chat still has queued, so the span stays reachable by recall once
-        it leaves the window. If the embedder is down the queue keeps the messages, and any
-        worker's indexer embeds them when it is back; the pass goes on."""
+    async def _index(self, chat: Chat, through: int) -> bool:
+        """Index what the chat still has queued up to the span's end, so the span stays
+        reachable by recall once it leaves the window (what comes after stays in the window).
+        If the embedder is down the queue keeps the messages, and any worker's indexer embeds
+        them when it is back; the pass goes on."""
         if self.indexer is None:
             return False
         try:
-            return await self.indexer.index_chat(chat.id)
+            return await self.indexer.index_chat(chat.id, through=through)
         except LLMError as exc:
             log.warning("could not index the span before compacting (%s); it stays queued",
                         exc.brief)

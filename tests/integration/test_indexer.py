@@ -191,6 +191,26 @@ async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after
     assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids)
 
 
+async def test_index_chat_up_to_a_position_waits_for_nothing_after_it(
+    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    """A compaction pass needs its span indexed, not the newest rows it leaves in the window."""
+    chat, ids = await import_chat(engine, "t", "ana", ["one", "two", "three", "four"])
+    indexer = _indexer(memory_db, embedder_server[1], http)
+    newest = f"('{ids[2]}', '{ids[3]}')"
+    await _sql(engine, "UPDATE recall_queue SET claimed_until = now() + interval '60 seconds' "
+                       f"WHERE message_id IN {newest}")  # held by a worker that is busy
+    async with engine.connect() as conn:
+        through = (await conn.execute(text("SELECT position FROM messages WHERE id = :m"),
+                                      {"m": ids[1]})).scalar_one()
+    started = time.monotonic()
+    assert await indexer.index_chat(chat, through=through) is True
+    assert time.monotonic() - started < 1
+    assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids[:2])
+    assert await indexer.index_chat(chat, wait_seconds=0.2) is False  # the whole chat: not yet
+
+
 async def test_a_running_steps_message_waits_and_is_then_written_with_the_vector_it_left(
     engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
     embedder_server: tuple[FakeOpenAIServer, str],
