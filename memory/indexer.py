@@ -262,12 +262,14 @@ class Indexer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         while True:
-            if (await self.drain(chat_id, through)).claimed == self.config.batch_size:
-                continue  # maybe more than a batch waits
+            # Looked at first: mostly nothing of it waits (the background indexer was there),
+            # and one statement says so.
             async with self._db.connect() as conn:
                 [queue] = await fetch(conn, _CHAT_QUEUE, {"chat": chat_id, "through": through})
             if not queue["waiting"]:
                 return not queue["parked"]
+            if (await self.drain(chat_id, through)).claimed:
+                continue
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(min(self.config.poll_seconds, deadline - loop.time()))
