@@ -71,17 +71,30 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+# Each kind, in the order they claim text, with what a line must hold for it to match at all
+# (a cheap search first: most lines of a span hold no URL, e-mail, quote or question).
+_DIGIT = re.compile(r"\d")
+# A date has a digit before - or /, or a month's name; an identifier a - or _, a lower case
+# letter before a capital, or eight hex digits in a row.
+_DATE_HINT = re.compile(r"\d[-/]|Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec")
+_IDENTIFIER_HINT = re.compile(r"[-_]|[a-z][A-Z]|[0-9a-f]{8}")
+_KINDS = (
+    ("url", URL, re.compile("https?://")), ("email", EMAIL, re.compile("@")),
+    ("date", DATE, _DATE_HINT), ("quoted", QUOTED, re.compile("[\"“]")),
+    ("identifier", IDENTIFIER, _IDENTIFIER_HINT), ("number", NUMBER, _DIGIT),
+    ("name", NAME, re.compile("[A-Z]")), ("question", QUESTION, re.compile(r"\?")),
+)
+
+
 def extract(text: str) -> list[Item]:
     """The checkable items of a text, each once, in order of appearance."""
     items: list[Item] = []
     seen: set[tuple[str, str]] = set()
     for line in text.splitlines():
         taken: list[tuple[int, int]] = []
-        for kind, pattern in (
-            ("url", URL), ("email", EMAIL), ("date", DATE), ("quoted", QUOTED),
-            ("identifier", IDENTIFIER), ("number", NUMBER), ("name", NAME),
-            ("question", QUESTION),
-        ):
+        for kind, pattern, needs in _KINDS:
+            if needs is not None and needs.search(line) is None:
+                continue
             for match in pattern.finditer(line):
                 start, end = match.span()
                 if kind != "question" and any(s <= start < e for s, e in taken):
