@@ -30,6 +30,27 @@ _CHAT_NAMES = [c.strip() for c in CHAT_COLUMNS.split(",")]
 _MESSAGE_NAMES = [c.strip() for c in MESSAGE_COLUMNS.split(",")]
 _HEAD = [*(f"c_{c}" for c in _CHAT_NAMES), "begun", "last_position", "user_created_at"]
 
+# The turn, once `pos` has moved the chat's positions and running total on: the step, the
+# user message, the answer's placeholder, and the user message queued for recall.
+TURN_CTES = """st AS (
+    INSERT INTO steps (id, chat_id, status, user_message_id, assistant_message_id,
+                       idempotency_key, worker)
+    SELECT :step, :chat, 'running', :user_id, :assistant_id, :key, :worker FROM pos
+), um AS (
+    INSERT INTO messages (id, chat_id, position, kind, content, status, token_count, step_id,
+                          idempotency_key, tokens_after)
+    SELECT :user_id, :chat, last_position - :gap, 'user', :content, 'complete', :tokens, :step,
+           :key, token_total
+    FROM pos
+    RETURNING created_at
+), am AS (
+    INSERT INTO messages (id, chat_id, position, kind, status, step_id, tokens_after)
+    SELECT :assistant_id, :chat, last_position, 'assistant', 'streaming', :step, token_total
+    FROM pos
+), q AS (
+    INSERT INTO recall_queue (message_id) SELECT :user_id FROM um  -- indexed for recall
+)"""
+
 _OPEN = text(f"""
 WITH seen AS (
     SELECT xmin AS version FROM chats WHERE id = :chat AND tenant_id = :t
@@ -47,24 +68,7 @@ WITH seen AS (
                        token_total = c.token_total + :cost
     FROM go WHERE c.id = go.id
     RETURNING c.last_position, c.token_total
-), st AS (
-    INSERT INTO steps (id, chat_id, status, user_message_id, assistant_message_id,
-                       idempotency_key, worker)
-    SELECT :step, :chat, 'running', :user_id, :assistant_id, :key, :worker FROM pos
-), um AS (
-    INSERT INTO messages (id, chat_id, position, kind, content, status, token_count, step_id,
-                          idempotency_key, tokens_after)
-    SELECT :user_id, :chat, last_position - :gap, 'user', :content, 'complete', :tokens, :step,
-           :key, token_total
-    FROM pos
-    RETURNING created_at
-), am AS (
-    INSERT INTO messages (id, chat_id, position, kind, status, step_id, tokens_after)
-    SELECT :assistant_id, :chat, last_position, 'assistant', 'streaming', :step, token_total
-    FROM pos
-), q AS (
-    INSERT INTO recall_queue (message_id) SELECT :user_id FROM um  -- indexed for recall
-), {WINDOW_CTES}
+), {TURN_CTES}, {WINDOW_CTES}
 SELECT {", ".join(f"prev.{c} AS c_{c}" for c in _CHAT_NAMES)},
        pos.last_position IS NOT NULL AS begun, pos.last_position,
        um.created_at AS user_created_at, {", ".join(f"NULL AS {c}" for c in _MESSAGE_NAMES)}

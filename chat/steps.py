@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from chat.opening import open_at_once
+from chat.opening import TURN_CTES, open_at_once
 from chat.ports import (
     BegunStep,
     LeaseBusy,
@@ -72,29 +72,12 @@ UPDATE chats SET token_total = token_total + COALESCE((SELECT sum(cost) FROM m),
 WHERE id = :chat""")
 
 # Persist the turn: the user message and a streaming placeholder for the answer.
-_BEGIN = text("""
+_BEGIN = text(f"""
 WITH pos AS (
     UPDATE chats SET last_position = last_position + 2 * :gap, updated_at = now(),
                      token_total = token_total + :cost
     WHERE id = :chat RETURNING last_position, token_total
-), st AS (
-    INSERT INTO steps (id, chat_id, status, user_message_id, assistant_message_id,
-                       idempotency_key, worker)
-    VALUES (:step, :chat, 'running', :user_id, :assistant_id, :key, :worker)
-), um AS (
-    INSERT INTO messages (id, chat_id, position, kind, content, status, token_count, step_id,
-                          idempotency_key, tokens_after)
-    SELECT :user_id, :chat, last_position - :gap, 'user', :content, 'complete', :tokens, :step,
-           :key, token_total
-    FROM pos
-    RETURNING created_at
-), am AS (
-    INSERT INTO messages (id, chat_id, position, kind, status, step_id, tokens_after)
-    SELECT :assistant_id, :chat, last_position, 'assistant', 'streaming', :step, token_total
-    FROM pos
-), q AS (
-    INSERT INTO recall_queue (message_id) SELECT :user_id FROM um  -- indexed for recall
-)
+), {TURN_CTES}
 SELECT pos.last_position, um.created_at FROM pos, um""")
 
 # Renewing reports a lost lease as an abort: another worker has taken the chat over.

@@ -139,6 +139,16 @@ async def test_provider_unreachable(
     await _assert_clean(engine)
 
 
+async def _settled_answer(client: httpx.AsyncClient, chat_id: str) -> dict:
+    """The chat's last answer once the step, which goes on after its client left, ends."""
+    for _ in range(100):
+        rows = await history(client, chat_id)
+        if rows[-1]["status"] != "streaming":
+            break
+        await asyncio.sleep(0.05)
+    return rows[-1]
+
+
 async def test_client_disconnect_keeps_partial_answer_as_interrupted(
     client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
 ) -> None:
@@ -154,12 +164,7 @@ async def test_client_disconnect_keeps_partial_answer_as_interrupted(
                 if seen == 5:
                     break
     # The step finishes on the server after the client left.
-    for _ in range(100):
-        rows = await history(client, chat_id)
-        if rows[-1]["status"] != "streaming":
-            break
-        await asyncio.sleep(0.05)
-    answer = rows[-1]
+    answer = await _settled_answer(client, chat_id)
     assert answer["status"] == "interrupted"
     assert answer["content"].startswith("word0 word1 word2 word3 word4")
     assert len(answer["content"].split()) < 200
@@ -178,12 +183,7 @@ async def test_a_json_client_that_leaves_stops_the_step_and_its_partial_answer_i
     with pytest.raises(httpx.ReadTimeout):  # the client gives up on the finished step
         await client.post(f"/v1/chats/{chat_id}/messages", json={"content": "talk"},
                           timeout=httpx.Timeout(5, read=0.5))
-    for _ in range(100):
-        rows = await history(client, chat_id)
-        if rows[-1]["status"] != "streaming":
-            break
-        await asyncio.sleep(0.05)
-    answer = rows[-1]
+    answer = await _settled_answer(client, chat_id)
     assert answer["status"] == "interrupted"  # stopped well before its 200 words (4 s)
     assert answer["content"].startswith("word0 word1") and len(answer["content"].split()) < 100
     model.push(Reply(["ok"]))
