@@ -10,8 +10,9 @@ takes the step by its several statements (chat/steps.py).
 The window comes from the statement's snapshot. That snapshot is the chat as it is only if the
 chat's row did not change between the snapshot and the row lock (a step finishing there would
 have written its answer after the snapshot): the row version seen by the snapshot must be the
-one locked (`xmin`). Every write to a chat's history also writes its row, but a summary, which
-may be read or not, as a compaction racing a step may be.
+one locked (`xmin`). Every write to a chat's history also writes its row, but two: a running
+step's partial text (under a lease, which this statement requires free) and a summary row (which
+a step racing the compaction may read or not, either way whole).
 """
 
 from __future__ import annotations
