@@ -40,6 +40,7 @@ class OpenAIEmbedder:
         self._session = session
         self._dim = dim
         self._format = "base64"  # "float" once the server has refused base64
+        self._format_known = False  # a base64 answer came: a 400 after that is about the input
 
     @property
     def dim(self) -> int:
@@ -75,22 +76,23 @@ class OpenAIEmbedder:
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return (matrix / np.clip(norms, 1e-12, None)).tolist()
 
-
     async def _ask(self, texts: list[str]) -> Any:
         body = {"model": self.config.model, "input": texts, "encoding_format": self._format}
         try:
-            return await fetch_json(self._session, self.config, "/embeddings", body)
+            payload = await fetch_json(self._session, self.config, "/embeddings", body)
         except ProviderHTTPError as exc:
-            if self._format != "base64" or exc.status not in _REFUSED_FORMAT:
+            if self._format_known or exc.status not in _REFUSED_FORMAT:
                 raise
             # Maybe the format, maybe an input: asked again for floats, an input is still
             # refused (and that error raised); if the floats come, the format was the trouble.
             payload = await fetch_json(self._session, self.config, "/embeddings",
                                        {**body, "encoding_format": "float"})
-            self._format = "float"
+            self._format, self._format_known = "float", True
             log.info("%s refused base64 embeddings (HTTP %d); asking for floats from now on",
                      self.name, exc.status)
             return payload
+        self._format_known = True
+        return payload
 
 
 def _row(embedding: Any) -> Any:

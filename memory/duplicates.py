@@ -88,6 +88,11 @@ class Batch:
             if not same.has_vector:  # it gains this vector: a later fact may find it nearest
                 self.rows.append(_Row(same.id, same.text, fact.vector))
             return Touch(same.id, fact)
+        if same is not None:
+            # Its own text was ended by this write: one by one, that row is gone before this
+            # fact is written; here it is still current until the supersede is written (and a
+            # new row of the same text would break the one-current-row rule).
+            return None
         if nearest is not None and nearest.id in self.ended:
             return None  # the next nearest stored fact is not known
         best = nearest

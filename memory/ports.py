@@ -76,10 +76,12 @@ class Recaller(Protocol):
         self, tenant_id: str, user_id: str, query: str, *,
         exclude: list[uuid.UUID] | None = None, now: datetime | None = None,
         config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
-        budget_tokens: int | None = None, shown_from: tuple[uuid.UUID, int] | None = None,
+        budget_tokens: int | None = None,
+        shown_from: tuple[uuid.UUID, int, datetime] | None = None,
     ) -> RecallResult:
         """Ranked items for the fence; `exclude` are messages the window already shows, and
-        `shown_from` a chat and a position from which on all its rows are in the window;
+        `shown_from` a chat, a position and that row's time, from which on all its rows are
+        in the window;
         `hide` is a chat and its "start over" time, before which its rows are not recalled;
         `budget_tokens` lowers the fence's budget to what the prompt has room for."""
         ...

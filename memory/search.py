@@ -25,11 +25,13 @@ from memory.recall import Candidate, RecallConfig, RecallResult, keyword_query, 
 
 _OWNER = "tenant_id = :t AND user_id = :u"
 # What the window shows is never recalled: a few rows by id (the first exchange, the new
-# message), and the chat's rows from the tail's first position on. (The tail as a list of ids
-# made the planner compare ~100 ids with each other on every partition: 4.4 ms of planning.)
+# message), and the chat's rows from the tail's first position on; a row indexed before rows had
+# positions (migration 0005) by the tail's first time instead. (The tail as a list of ids made the
+# planner compare ~100 ids with each other on every partition: 4.4 ms of planning.)
 _NOT_SHOWN = (
     "message_id <> ALL(:exclude) AND (CAST(:shown_chat AS uuid) IS NULL "
-    "OR chat_id <> :shown_chat OR position < :shown_from)"
+    "OR chat_id <> :shown_chat OR position < :shown_from "
+    "OR (position IS NULL AND created_at < :shown_at))"
 )
 # A chat that was started over does not recall its own rows from before the "start over" line.
 _NOT_HIDDEN = (
@@ -106,11 +108,12 @@ class PostgresRecall:
         self, tenant_id: str, user_id: str, query: str, *,
         exclude: list[uuid.UUID] | None = None, now: datetime | None = None,
         config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
-        budget_tokens: int | None = None, shown_from: tuple[uuid.UUID, int] | None = None,
+        budget_tokens: int | None = None,
+        shown_from: tuple[uuid.UUID, int, datetime] | None = None,
     ) -> RecallResult:
-        """The fence's items for a query; `exclude` and `shown_from` (a chat and a position:
-        its rows from there on) are what the window already shows, `hide` a chat and the time
-        of its "start over" line: its rows before that stay forgotten."""
+        """The fence's items for a query; `exclude` and `shown_from` (a chat, a position and
+        that row's time: its rows from there on) are what the window already shows, `hide` a
+        chat and the time of its "start over" line: its rows before that stay forgotten."""
         cfg = config or self.config
         if budget_tokens is not None and budget_tokens < cfg.budget_tokens:
             cfg = replace(cfg, budget_tokens=budget_tokens)  # what the prompt has room for
@@ -137,7 +140,7 @@ class PostgresRecall:
         self, tenant_id: str, user_id: str, query: str, vector: list[float] | None,
         exclude: list[uuid.UUID], cfg: RecallConfig,
         hide: tuple[uuid.UUID, datetime] | None = None,
-        shown_from: tuple[uuid.UUID, int] | None = None,
+        shown_from: tuple[uuid.UUID, int, datetime] | None = None,
     ) -> list[Candidate]:
         tsquery = keyword_query(query) if cfg.mode != "dense" else None
         dense = vector is not None
@@ -149,6 +152,7 @@ class PostgresRecall:
             "hide_chat": hide[0] if hide else None, "hide_before": hide[1] if hide else None,
             "shown_chat": shown_from[0] if shown_from else None,
             "shown_from": shown_from[1] if shown_from else None,
+            "shown_at": shown_from[2] if shown_from else None,
         }
         async with self._db.connect() as conn:
             rows = await fetch(conn, _CANDIDATES, params)

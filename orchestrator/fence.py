@@ -30,7 +30,8 @@ async def recall_into(
     if recall is None or not query.strip() or room <= 0:
         return plan, None
     # The tail is every row of the chat from its first position on; the head is a few rows.
-    shown_from = (chat.id, window.tail[0].position) if window.tail else None
+    first = window.tail[0] if window.tail else None
+    shown_from = (chat.id, first.position, first.created_at) if first else None
     hidden = hidden_before(window.summary)
     result = await recall.recall(
         chat.tenant_id, chat.user_id, query,

@@ -210,6 +210,17 @@ async def test_a_server_that_refuses_base64_is_asked_for_floats_from_then_on(
     assert ODD_FORMATS == ["base64", "float", "float"]  # refused once, never asked again
 
 
+async def test_once_base64_came_back_a_refused_input_is_not_asked_again_for_floats(
+    model: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+) -> None:
+    embedder = OpenAIEmbedder(_config(model_url), session)
+    await embedder.embed(["fine"])
+    model.embed_reject = "poison"
+    with pytest.raises(ProviderHTTPError):
+        await embedder.embed(["a poison pill"])
+    assert model.embed_calls == 2  # one call for the refused input, not a second for floats
+
+
 @pytest.mark.parametrize("kind", ["ragged", "missing", "html", "bad-base64"])
 async def test_garbage_from_an_embeddings_server_is_malformed(
     odd_server: str, session: aiohttp.ClientSession, kind: str

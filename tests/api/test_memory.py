@@ -68,8 +68,9 @@ async def test_what_was_said_in_one_chat_is_recalled_in_another_with_date_and_so
     assert body["messages"][-1] == {"role": "user", "content": "the locker code again?"}
 
 
+@pytest.mark.parametrize("positions", [True, False], ids=["by position", "indexed before 0005"])
 async def test_a_chat_recalls_its_own_rows_once_they_left_the_window_and_never_those_shown(
-    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine, positions: bool
 ) -> None:
     chat = await new_chat(client)
     said = ["my locker code at the gym is LCK-1111", "I parked the van at the gym on level 7",
@@ -89,6 +90,9 @@ async def test_a_chat_recalls_its_own_rows_once_they_left_the_window_and_never_t
              "pos": covered["position"] + 1, "covered": uuid.UUID(covered["id"])},
         )
     await indexed(engine)
+    if not positions:  # rows indexed before migration 0005 are told by their time
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE message_embeddings SET position = NULL"))
 
     model.push(Reply(["Level 7."]))
     await stream_step(client, chat, "at the gym: the locker, the van on level 7, the shower?")
