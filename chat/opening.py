@@ -20,11 +20,17 @@ from __future__ import annotations
 import uuid
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from chat.ports import BegunStep, OpenStep
 from chat.store import WINDOW_CTES, window_from_rows, window_union
-from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, fetch, message_from_row
+from chat.tables import (
+    CHAT_COLUMNS,
+    MESSAGE_COLUMNS,
+    Driver,
+    chat_from_row,
+    fetch,
+    message_from_row,
+)
 from chat.types import MAX_POSITION, MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Window
 
 _CHAT_NAMES = [c.strip() for c in CHAT_COLUMNS.split(",")]
@@ -81,7 +87,7 @@ WHERE EXISTS (SELECT 1 FROM pos)""")
 
 
 async def open_at_once(
-    conn: AsyncConnection, request: OpenStep, budget: int
+    conn: Driver, request: OpenStep, budget: int
 ) -> tuple[Chat, Window, BegunStep] | None:
     """The step opened in one statement, its window read for a tail budget of `budget`; None
     when it could not be (nothing was written then, and no lease taken)."""

@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.opening import TURN_CTES, open_at_once
 from chat.ports import (
@@ -28,7 +28,9 @@ from chat.tables import (
     CHAT_COLUMNS,
     MESSAGE_COLUMNS,
     STEP_COLUMNS,
+    Driver,
     chat_from_row,
+    checkout,
     fetch,
     message_from_row,
     step_from_row,
@@ -104,6 +106,24 @@ _SWEEP_HOLD_SECONDS = 10.0
 
 _POLL = text("SELECT abort_requested OR status <> 'running' FROM steps WHERE id = :step")
 
+_WHY_NOT = text("""
+SELECT c.lease_step_id, c.busy_policy, s.idempotency_key FROM chats c
+LEFT JOIN steps s ON s.id = c.lease_step_id
+WHERE c.id = :chat AND c.tenant_id = :t""")
+
+_STEP_BY_KEY = text(f"""
+SELECT {STEP_COLUMNS} FROM steps WHERE chat_id = :chat AND idempotency_key = :key""")
+_TURN_MESSAGES = text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN (:u, :a)")
+
+_REQUEST_ABORT = text("""
+WITH s AS (
+    UPDATE steps SET abort_requested = true
+    WHERE chat_id = :chat AND status = 'running'
+      AND EXISTS (SELECT 1 FROM chats WHERE id = :chat AND tenant_id = :t)
+    RETURNING id
+)
+SELECT id, pg_notify('jin_abort', id::text) FROM s""")
+
 _RELEASE = text("""
 UPDATE chats SET lease_step_id = NULL, lease_expires_at = NULL
 WHERE id = :chat AND lease_step_id = :step""")
@@ -175,7 +195,7 @@ class PostgresStepStore:
         }
         # The lease makes this chat ours until we release it, so the statements after it need
         # no transaction of their own: each is atomic, and nobody else writes the turn.
-        async with self._db.connect() as conn:
+        async with checkout(self._db) as conn:
             try:
                 if request.default_budget is not None:
                     opened = await open_at_once(conn, request, request.default_budget)
@@ -187,7 +207,7 @@ class PostgresStepStore:
                 if request.idempotency_key is not None:
                     outcome = await _outcome(conn, chat.id, request.idempotency_key)
                     if outcome is not None:
-                        await conn.execute(_RELEASE, params)  # a replay writes nothing new
+                        await fetch(conn, _RELEASE, params)  # a replay writes nothing new
                         return outcome
                 window = await read_window(
                     conn, chat, request.window_rows, request.window_budget(chat)
@@ -204,29 +224,29 @@ class PostgresStepStore:
         self, tenant_id: str, chat_id: uuid.UUID, holder_id: uuid.UUID, ttl: float
     ) -> Chat | LeaseBusy | LeaseMissing:
         params = {"chat": chat_id, "t": tenant_id, "step": holder_id, "ttl": ttl}
-        async with self._db.connect() as conn:
+        async with checkout(self._db) as conn:
             return await _take_lease(conn, params)
 
     async def release(self, chat_id: uuid.UUID, holder_id: uuid.UUID) -> None:
-        async with self._db.connect() as conn:
-            await conn.execute(_RELEASE, {"chat": chat_id, "step": holder_id})
+        async with checkout(self._db) as conn:
+            await fetch(conn, _RELEASE, {"chat": chat_id, "step": holder_id})
 
     async def sweep_expired(self, limit: int = 100) -> int:
         """Close the steps whose lease ran out, as the chat's next step would (_SWEEP): for the
         chats nobody steps on again. Returns how many chats were swept."""
-        async with self._db.connect() as conn:
-            expired = (await conn.execute(_EXPIRED, {"n": limit})).all()
+        async with checkout(self._db) as conn:
+            expired = await fetch(conn, _EXPIRED, {"n": limit})
             for chat_id, tenant_id in expired:
                 holder = uuid.uuid4()
                 params = {"chat": chat_id, "t": tenant_id, "step": holder,
                           "ttl": _SWEEP_HOLD_SECONDS}
                 if isinstance(await _take_lease(conn, params), Chat):
-                    await conn.execute(_RELEASE, params)
+                    await fetch(conn, _RELEASE, params)
         return len(expired)
 
     async def _abandon(self, params: dict[str, Any]) -> None:
-        async with self._db.connect() as conn:
-            await conn.execute(_ABANDON, params)
+        async with checkout(self._db) as conn:
+            await fetch(conn, _ABANDON, params)
 
     async def heartbeat(
         self, chat_id: uuid.UUID, step: BegunStep, ttl: float | None,
@@ -234,17 +254,15 @@ class PostgresStepStore:
     ) -> bool:
         params = {"chat": chat_id, "step": step.step_id, "ttl": ttl}
         if ttl is None and partial is None:  # the common tick: a read of the abort flag
-            async with self._db.connect() as conn:
-                return bool((await conn.execute(_POLL, params)).scalar())
-        async with self._db.connect() as conn:
+            async with checkout(self._db) as conn:
+                return bool((await fetch(conn, _POLL, params))[0][0])
+        async with checkout(self._db) as conn:
             if partial is not None:
-                await conn.execute(
-                    _FLUSH,
-                    {"id": step.assistant_message_id, "content": partial[0],
-                     "reasoning": partial[1], "tokens": partial[2]},
-                )
+                await fetch(conn, _FLUSH,
+                            {"id": step.assistant_message_id, "content": partial[0],
+                             "reasoning": partial[1], "tokens": partial[2]})
             statement = _RENEW if ttl is not None else _POLL
-            return bool((await conn.execute(statement, params)).scalar())
+            return bool((await fetch(conn, statement, params))[0][0])
 
     async def finish(
         self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
@@ -253,7 +271,7 @@ class PostgresStepStore:
         user_vector: tuple[str, list[float]] | None = None,
     ) -> bool:
         embedder, vector = user_vector or (None, None)
-        async with self._db.connect() as conn:
+        async with checkout(self._db) as conn:
             written = await fetch(
                 conn,
                 _FINISH,
@@ -279,25 +297,13 @@ class PostgresStepStore:
             return bool(written)
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:
-        async with self._db.connect() as conn:
-            row = (
-                await conn.execute(
-                    text("""
-                    WITH s AS (
-                        UPDATE steps SET abort_requested = true
-                        WHERE chat_id = :chat AND status = 'running'
-                          AND EXISTS (SELECT 1 FROM chats WHERE id = :chat AND tenant_id = :t)
-                        RETURNING id
-                    )
-                    SELECT id, pg_notify('jin_abort', id::text) FROM s"""),
-                    {"chat": chat_id, "t": tenant_id},
-                )
-            ).first()
-        return row[0] if row else None
+        async with checkout(self._db) as conn:
+            rows = await fetch(conn, _REQUEST_ABORT, {"chat": chat_id, "t": tenant_id})
+        return rows[0][0] if rows else None
 
 
 async def _with_own_budget(
-    conn: AsyncConnection, request: OpenStep, chat: Chat, window: Window, begun: BegunStep
+    conn: Driver, request: OpenStep, chat: Chat, window: Window, begun: BegunStep
 ) -> Opened:
     """The opened step; its window read again if the chat sets a budget of its own."""
     budget = request.window_budget(chat)
@@ -308,48 +314,32 @@ async def _with_own_budget(
 
 
 async def _take_lease(
-    conn: AsyncConnection, params: dict[str, Any]
+    conn: Driver, params: dict[str, Any]
 ) -> Chat | LeaseBusy | LeaseMissing:
     """Take the chat's lease if it is free or expired; a holder whose lease ran out is swept."""
     rows = await fetch(conn, _ACQUIRE, params)
     if not rows:
         return await _why_not(conn, params)
     if rows[0]["previous_step"] is not None:
-        await conn.execute(_SWEEP, {**params, "overhead": MESSAGE_OVERHEAD})
+        await fetch(conn, _SWEEP, {**params, "overhead": MESSAGE_OVERHEAD})
     return chat_from_row(rows[0])
 
 
-async def _why_not(conn: AsyncConnection, params: dict[str, Any]) -> LeaseBusy | LeaseMissing:
-    busy = (
-        await conn.execute(
-            text("SELECT c.lease_step_id, c.busy_policy, s.idempotency_key FROM chats c "
-                 "LEFT JOIN steps s ON s.id = c.lease_step_id "
-                 "WHERE c.id = :chat AND c.tenant_id = :t"),
-            params,
-        )
-    ).first()
-    if busy is None:
+async def _why_not(conn: Driver, params: dict[str, Any]) -> LeaseBusy | LeaseMissing:
+    rows = await fetch(conn, _WHY_NOT, params)
+    if not rows:
         return LeaseMissing()
+    busy = rows[0]
     return LeaseBusy(running_step_id=busy[0], busy_policy=busy[1], running_key=busy[2])
 
 
-async def _outcome(conn: AsyncConnection, chat_id: Any, key: str) -> StepOutcome | None:
-    step_row = (
-        await conn.execute(
-            text(f"SELECT {STEP_COLUMNS} FROM steps "
-                 "WHERE chat_id = :chat AND idempotency_key = :key"),
-            {"chat": chat_id, "key": key},
-        )
-    ).mappings().first()
-    if step_row is None:
+async def _outcome(conn: Driver, chat_id: Any, key: str) -> StepOutcome | None:
+    steps = await fetch(conn, _STEP_BY_KEY, {"chat": chat_id, "key": key})
+    if not steps:
         return None
-    step = step_from_row(step_row)
-    rows = (
-        await conn.execute(
-            text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN (:u, :a)"),
-            {"u": step.user_message_id, "a": step.assistant_message_id},
-        )
-    ).mappings().all()
+    step = step_from_row(steps[0])
+    rows = await fetch(conn, _TURN_MESSAGES,
+                       {"u": step.user_message_id, "a": step.assistant_message_id})
     by_id = {r["id"]: message_from_row(r) for r in rows}
     return StepOutcome(
         step=step,
@@ -358,7 +348,7 @@ async def _outcome(conn: AsyncConnection, chat_id: Any, key: str) -> StepOutcome
     )
 
 
-async def _begin(conn: AsyncConnection, request: OpenStep) -> BegunStep:
+async def _begin(conn: Driver, request: OpenStep) -> BegunStep:
     user_id, assistant_id = uuid.uuid4(), uuid.uuid4()
     position, created_at = (
         await fetch(

@@ -12,7 +12,14 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chat.ports import ImportedMessage, NewChat
-from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, fetch, message_from_row
+from chat.tables import (
+    CHAT_COLUMNS,
+    MESSAGE_COLUMNS,
+    Driver,
+    chat_from_row,
+    fetch,
+    message_from_row,
+)
 from chat.types import (
     MAX_POSITION,
     MESSAGE_OVERHEAD,
@@ -107,7 +114,7 @@ WINDOW_SQL = text(f"WITH {WINDOW_CTES}\n{window_union(':threshold')}")
 
 
 async def read_window(
-    conn: AsyncConnection, chat: Chat, max_rows: int, budget_tokens: int,
+    conn: AsyncConnection | Driver, chat: Chat, max_rows: int, budget_tokens: int,
     before: int | None = None,
 ) -> Window:
     """The window of a chat, read on a connection (so a step can read it in its transaction);

@@ -27,7 +27,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.tables import fetch
+from chat.tables import checkout, fetch
 from chat.types import MAX_POSITION
 from llm.errors import LLMError, MalformedStream, ProviderHTTPError
 from llm.ports import Embedder
@@ -149,12 +149,12 @@ class Indexer:
 
     async def pending(self) -> int:
         """Messages waiting to be indexed (claimed or not); parked ones are not counted."""
-        async with self._db.connect() as conn:
+        async with checkout(self._db) as conn:
             return int((await fetch(conn, _PENDING, {}))[0][0])
 
     async def parked(self) -> int:
         """Messages the embedder rejected `max_attempts` times: no worker retries them."""
-        async with self._db.connect() as conn:
+        async with checkout(self._db) as conn:
             return int((await fetch(conn, _PARKED, {}))[0][0])
 
     async def drain_once(self, chat_id: uuid.UUID | None = None) -> int:
@@ -167,7 +167,7 @@ class Indexer:
         """Claim one batch (of one chat, up to a position, or any) and index it. Raises LLMError
         when the embedder failed without blaming an input; the batch is back in the queue
         then."""
-        async with self._db.connect() as conn:
+        async with checkout(self._db) as conn:
             rows = await fetch(conn, _CLAIM, {
                 "chat": chat_id, "through": through, "n": self.config.batch_size,
                 "ttl": self.config.claim_seconds,
@@ -223,19 +223,16 @@ class Indexer:
             return False
 
     async def _write(self, ids: list[uuid.UUID], vectors: list[list[float]]) -> None:
-        async with self._db.connect() as conn:
-            raw = (await conn.get_raw_connection()).driver_connection
-            assert raw is not None
-            async with raw.transaction():  # both statements, or neither
-                await fetch(conn, _WRITE, {
-                    "ids": ids, "embedder": self.embedder_name,
-                    "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
-                })
-                await fetch(conn, _DEQUEUE, {"ids": ids})
+        async with checkout(self._db) as conn, conn.raw.transaction():  # both, or neither
+            await fetch(conn, _WRITE, {
+                "ids": ids, "embedder": self.embedder_name,
+                "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
+            })
+            await fetch(conn, _DEQUEUE, {"ids": ids})
 
     async def _blame(self, message_id: uuid.UUID, exc: LLMError) -> bool:
         """Count a rejection against the message; True when this one parked it."""
-        async with self._db.connect() as conn:
+        async with checkout(self._db) as conn:
             rows = await fetch(conn, _BLAME, {
                 "id": message_id, "error": f"{exc.code}: {exc}"[:1000],
                 "max_attempts": self.config.max_attempts,
@@ -248,7 +245,7 @@ class Indexer:
         return bool(parked)
 
     async def _unclaim(self, ids: list[uuid.UUID]) -> None:
-        async with self._db.connect() as conn:
+        async with checkout(self._db) as conn:
             await fetch(conn, _UNCLAIM, {"ids": ids})
 
     async def index_chat(
@@ -264,7 +261,7 @@ class Indexer:
         while True:
             # Looked at first: mostly nothing of it waits (the background indexer was there),
             # and one statement says so.
-            async with self._db.connect() as conn:
+            async with checkout(self._db) as conn:
                 [queue] = await fetch(conn, _CHAT_QUEUE, {"chat": chat_id, "through": through})
             if not queue["waiting"]:
                 return not queue["parked"]

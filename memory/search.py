@@ -18,7 +18,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.tables import fetch
+from chat.tables import checkout, fetch
 from llm.ports import Embedder
 from memory.indexer import MAX_CHARS
 from memory.recall import Candidate, RecallConfig, RecallResult, keyword_query, rank
@@ -154,7 +154,7 @@ class PostgresRecall:
             "shown_from": shown_from[1] if shown_from else None,
             "shown_at": shown_from[2] if shown_from else None,
         }
-        async with self._db.connect() as conn:
+        async with checkout(self._db) as conn:
             rows = await fetch(conn, _CANDIDATES, params)
         return [_candidate(row) for row in rows]
 

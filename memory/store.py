@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 from pgvector import Vector
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.tables import fetch
+from chat.tables import Driver, checkout, fetch
 from llm.ports import Embedder
 from memory.duplicates import Add, Batch, Candidate, Decision, Stored, Supersede, Touch
 from memory.facts import clean, key_terms, normalize
@@ -181,15 +181,12 @@ class PostgresFactStore:
         ]
         common = {"t": tenant_id, "u": user_id, "embedder": self._embedder_name,
                   "importance": importance, "sources": sources, "origin": origin}
-        async with self._db.connect() as conn:
-            raw = (await conn.get_raw_connection()).driver_connection
-            assert raw is not None
-            async with raw.transaction():  # the statements below share the lock's transaction
-                await fetch(conn, _LOCK, common)
-                return await self._write_all(conn, candidates, common)
+        async with checkout(self._db) as conn, conn.raw.transaction():  # the lock's, for all
+            await fetch(conn, _LOCK, common)
+            return await self._write_all(conn, candidates, common)
 
     async def _write_all(
-        self, conn: AsyncConnection, facts: list[Candidate], common: dict[str, Any]
+        self, conn: Driver, facts: list[Candidate], common: dict[str, Any]
     ) -> list[FactWrite]:
         """Look every fact up in one statement, decide in order, write in three at most. A fact
         the lookup cannot decide (memory/duplicates.py) and those after it go one by one."""
@@ -216,7 +213,7 @@ class PostgresFactStore:
         return [_result(d) for d in decided]
 
     async def _apply(
-        self, conn: AsyncConnection, decisions: list[Decision], common: dict[str, Any]
+        self, conn: Driver, decisions: list[Decision], common: dict[str, Any]
     ) -> None:
         touches = [d for d in decisions if isinstance(d, Touch)]
         adds = [d for d in decisions if isinstance(d, Add)]
@@ -232,7 +229,7 @@ class PostgresFactStore:
                 **common, **_columns([d.fact for d in supersedes]),
                 "old_ids": [d.old_id for d in supersedes]})
 
-    async def _write_one(self, conn: AsyncConnection, params: dict[str, Any]) -> FactWrite:
+    async def _write_one(self, conn: Driver, params: dict[str, Any]) -> FactWrite:
         same = await fetch(conn, _SAME_TEXT, params)
         if same:
             await fetch(conn, _TOUCH, {**params, "id": same[0]["id"]})
