@@ -80,25 +80,25 @@ s AS (
 )"""
 
 
-def window_union(threshold: str, columns: str = MESSAGE_COLUMNS) -> str:
+def window_union(threshold: str) -> str:
     """The window's rows (after WINDOW_CTES); `threshold` is the SQL of the running total
     that a row's `tokens_after` must pass to be in the tail budget."""
     return f"""
-(SELECT {columns} FROM messages
+(SELECT {MESSAGE_COLUMNS} FROM messages
   WHERE chat_id = :chat AND position = (SELECT position FROM s))
 UNION ALL
-(SELECT {columns} FROM messages
+(SELECT {MESSAGE_COLUMNS} FROM messages
   WHERE chat_id = :chat AND tokens_after > {threshold} AND position < :before
     AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
   ORDER BY tokens_after DESC, position DESC LIMIT :limit)
 UNION ALL
-(SELECT {columns} FROM messages
+(SELECT {MESSAGE_COLUMNS} FROM messages
   WHERE chat_id = :chat AND kind IN ('user', 'assistant') AND status = 'complete'
     AND position < (SELECT position FROM s)
     AND position > COALESCE((SELECT position FROM rs), -1)
   ORDER BY position LIMIT 2)
 UNION ALL
-(SELECT {columns} FROM messages
+(SELECT {MESSAGE_COLUMNS} FROM messages
   WHERE chat_id = :chat AND tokens_after <= {threshold} AND {_VISIBLE}
     AND position >= (
         SELECT position FROM messages

@@ -182,15 +182,16 @@ class Indexer:
 
     async def _index(self, rows: list[Any]) -> Drained:
         # Vectors the steps left (their recall embedded these texts already), if this embedder's.
-        kept = [row for row in rows if self._usable(row)]
-        rows = [row for row in rows if not self._usable(row)]
+        kept, embed = [], []
+        for row in rows:
+            (kept if self._usable(row) else embed).append(row)
         indexed = parked = 0
         if kept:
             await self._write([row["id"] for row in kept], [row["embedding"] for row in kept])
             indexed += len(kept)
-        fresh = {row["id"]: row["content"][:MAX_CHARS] for row in rows if not row["attempts"]}
+        fresh = {row["id"]: row["content"][:MAX_CHARS] for row in embed if not row["attempts"]}
         # Rejected before: alone, so a poisoned message costs one failed call, not its batch's.
-        alone = {row["id"]: row["content"][:MAX_CHARS] for row in rows if row["attempts"]}
+        alone = {row["id"]: row["content"][:MAX_CHARS] for row in embed if row["attempts"]}
         if fresh:
             try:
                 vectors = await self._embedder.embed(list(fresh.values()))
@@ -211,7 +212,7 @@ class Indexer:
                 continue
             await self._write([message_id], vectors)
             indexed += 1
-        return Drained(len(rows) + len(kept), indexed, parked)
+        return Drained(len(rows), indexed, parked)
 
     def _usable(self, row: Any) -> bool:
         vector = row["embedding"]
