@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+# A list marker, and any further markers of a nested one ("- - x" is the fact "x").
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*(?:[-*•]\s+)*")
 
 
 def normalize(fact: str) -> str:
@@ -25,6 +26,8 @@ def key_terms(fact: str) -> frozenset[str]:
     capitalised words after the first (names). "Room 101 has code K7001" and "Room 102 has code
     K7002" embed almost alike, yet are two facts; "…is green." and "…is green!" are one."""
     tokens = _TOKEN.findall(fact)
-    terms = {t.lower().strip(".:'-") for t in tokens if any(c.isdigit() for c in t)}
+    # A word of letters only has no digit: isalpha() answers most tokens without a loop.
+    terms = {t.lower().strip(".:'-") for t in tokens
+             if not t.isalpha() and any(c.isdigit() for c in t)}
     terms |= {t.lower().strip(".:'-") for t in tokens[1:] if t[:1].isupper() and len(t) > 1}
     return frozenset(t for t in terms if t)

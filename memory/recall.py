@@ -113,7 +113,10 @@ def weight(candidate: Candidate, config: RecallConfig) -> float:
     return base * (0.5 + candidate.importance)
 
 
-def score(candidate: Candidate, now: datetime, config: RecallConfig) -> dict[str, float]:
+def _parts(
+    candidate: Candidate, now: datetime, config: RecallConfig
+) -> tuple[float, float, float, float, float]:
+    """dense, keyword, recency, weight and their total."""
     dense = config.dense_weight * rrf(candidate.dense_rank, config.rrf_k)
     keyword = config.keyword_weight * rrf(candidate.keyword_rank, config.rrf_k)
     if config.mode == "dense":
@@ -122,9 +125,14 @@ def score(candidate: Candidate, now: datetime, config: RecallConfig) -> dict[str
         dense = 0.0
     fresh = recency(candidate.created_at, now, config)
     w = weight(candidate, config)
+    return dense, keyword, fresh, w, (dense + keyword) * fresh * w
+
+
+def _scores(parts: tuple[float, float, float, float, float]) -> dict[str, float]:
+    dense, keyword, fresh, w, total = parts
     return {
         "dense": round(dense, 6), "keyword": round(keyword, 6), "recency": round(fresh, 4),
-        "weight": round(w, 4), "total": (dense + keyword) * fresh * w,
+        "weight": round(w, 4), "total": round(total, 6),
     }
 
 
@@ -138,14 +146,14 @@ def rank(
     cut to the budget.
 
     Walks the candidates best first and stops once the fence is full, so the cost is bounded by
-    what is kept, not by how many candidates came back."""
-    scored = [(c, score(c, now, config)) for c in candidates]
-    scored = [pair for pair in scored if pair[1]["total"] > 0]
-    scored.sort(key=lambda pair: (-pair[1]["total"], pair[0].created_at))
+    what is kept, not by how many candidates came back (~120 come back; ~10 are kept, and only
+    those get their scores written out)."""
+    scored = [(parts, c) for c in candidates if (parts := _parts(c, now, config))[4] > 0]
+    scored.sort(key=lambda pair: (-pair[0][4], pair[1].created_at))
     out: list[Recalled] = []
     kept: list[tuple[frozenset[str], frozenset[str]]] = []
     used = 0
-    for candidate, scores in scored:
+    for parts, candidate in scored:
         if len(out) >= config.max_items or used >= config.budget_tokens:
             break
         text = _snippet(candidate.text, config.item_max_chars)
@@ -165,9 +173,8 @@ def rank(
             continue  # a shorter item further down may still fit
         used += tokens
         kept.append((words, terms))
-        scores = {**scores, "total": round(scores["total"], 6)}
         out.append(Recalled(candidate.id, candidate.source, text, candidate.created_at,
-                            candidate.role, candidate.chat_id, tokens, scores))
+                            candidate.role, candidate.chat_id, tokens, _scores(parts)))
     return out
 
 

@@ -160,8 +160,16 @@ class PostgresRecall:
 
 
 def _candidate(row: Any) -> Candidate:
-    return Candidate(
+    # Made without Candidate.__init__, as chat.tables.message_from_row makes messages: a frozen
+    # dataclass sets each field through object.__setattr__, and a search returns ~120 rows.
+    # Every field is set (tests/unit/test_recall.py checks it); the instance stays frozen.
+    candidate = _new(Candidate)
+    candidate.__dict__.update(
         id=row["id"], source=row["source"], text=row["text"], created_at=row["created_at"],
         role=row["role"], chat_id=row["chat_id"], importance=row["importance"],
         dense_rank=row["dense_rank"], keyword_rank=row["keyword_rank"],
     )
+    return candidate
+
+
+_new = object.__new__

@@ -119,6 +119,9 @@ def verify(items: list[Item], summary: str, memory: list[str]) -> Report:
     return Report(total=len(items), covered=len(items) - len(missing), missing=missing)
 
 
+_LIST_ITEM = re.compile(r"(?:[-*•]|\d+[.)])\s")
+
+
 def keep_missing(summary: str, report: Report) -> str:
     """The summary with every line that held a lost item appended verbatim."""
     lines: list[str] = []
@@ -127,5 +130,8 @@ def keep_missing(summary: str, report: Report) -> str:
             lines.append(item.line)
     if not lines:
         return summary
-    kept = "\n".join(f"- {line}" for line in lines)
+    # A line that is a list item already (a fact of the previous summary) stays as it was: as
+    # "- - ..." it would be a new line to the next pass, kept again with one more marker, and
+    # written to memory again as a new fact each time.
+    kept = "\n".join(line if _LIST_ITEM.match(line) else f"- {line}" for line in lines)
     return f"{summary.rstrip()}\n\n## Kept verbatim\n{kept}\n"

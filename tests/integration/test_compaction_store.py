@@ -16,9 +16,11 @@ from chat.ports import NewChat, Opened, OpenStep
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.types import Chat, ModelSettings
+from llm.onnx_embedder import OnnxMiniLM
 from llm.tokens import TiktokenCounter
 from llm.types import CompletionRequest, ContentDelta, Delta, Finish
-from orchestrator.compaction import SECTIONS, CompactionPolicy
+from memory.store import PostgresFactStore
+from orchestrator.compaction import KEPT, SECTIONS, CompactionPolicy, sections_of
 from orchestrator.compactor import Compactor
 
 COUNTER = TiktokenCounter()
@@ -27,9 +29,11 @@ COUNTER = TiktokenCounter()
 class LossyHelper:
     """A helper that merges honestly but drops each line with some probability (seeded)."""
 
-    def __init__(self, drop: float, seed: int = 7, barrier: asyncio.Barrier | None = None):
+    def __init__(self, drop: float, seed: int = 7, barrier: asyncio.Barrier | None = None,
+                 previous: bool = True):
         self.drop, self.random, self.calls = drop, random.Random(seed), 0
         self.barrier = barrier
+        self.previous = previous  # False: it summarises the new messages alone
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[Delta]:
         self.calls += 1
@@ -38,8 +42,8 @@ class LossyHelper:
         prompt = request.messages[-1].content
         previous = re.search(r"<previous-summary>\n(.*?)\n</previous-summary>", prompt, re.S)
         messages = re.search(r"<messages>\n(.*?)\n</messages>", prompt, re.S)
-        lines = [ln for ln in (previous.group(1) if previous else "").splitlines()
-                 if ln.startswith("- ") and ln != "- (none)"]
+        lines = [ln for ln in (previous.group(1) if previous and self.previous else "")
+                 .splitlines() if ln.startswith("- ") and ln != "- (none)"]
         lines += [f"- {ln}" for ln in (messages.group(1) if messages else "").splitlines()]
         kept = [ln for ln in lines if self.random.random() >= self.drop]
         body = {s: ["- (none)"] for s in SECTIONS}
@@ -114,3 +118,38 @@ async def test_facts_survive_twenty_compactions_by_a_helper_that_drops_lines(
     assert helper.calls == 20
     assert len(window) <= 2  # the rest was summarised
     assert len(kept) / len(planted) >= 0.99, f"lost {sorted(set(planted) - set(kept))[:10]}"
+
+
+async def test_lines_a_forgetful_helper_drops_are_kept_as_they_were_and_remembered_once(
+    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM,
+) -> None:
+    """A helper that keeps nothing of the previous summary (an echo server's kind): verification
+    puts the lost fact lines back verbatim. Pass after pass they stay the same lines, and the
+    memory flush writes each fact once; a kept line that gained a list marker each pass read as
+    a new fact each time and superseded its own copy."""
+    chats, steps = PostgresChatStore(engine), PostgresStepStore(engine)
+    chat = await chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
+    facts = PostgresFactStore(memory_db, minilm, minilm.name)
+    compactor = Compactor(chats, LossyHelper(drop=0.0, previous=False), "forgetful", COUNTER,
+                          CompactionPolicy(span_max_tokens=400, summary_max_ratio=1.0),
+                          facts=facts)
+    for round_ in range(4):
+        for i in range(6):
+            n = round_ * 6 + i
+            await _turn(steps, chat, f"Locker LCK-{n:04d} belongs to the night shift.", "Noted.")
+        current = await chats.get_chat("t", chat.id)
+        assert current is not None
+        await compactor.run(current, budget_total=400, fixed_tokens=0,
+                            tokens_before=current.token_total, reason="over_trigger")
+    summary, _ = await chats.read_span(chat, 100)
+    assert summary is not None
+    kept = sections_of(summary.content)[KEPT]
+    assert kept and all(line.startswith("- [user] Locker LCK-") for line in kept), kept
+    async with memory_db.connect() as conn:
+        rows = (await conn.execute(text(
+            "SELECT text, valid_to IS NULL FROM memories WHERE user_id = 'u'"))).all()
+    lockers = [t for t, _ in rows if "LCK-" in t]
+    assert all(current for _, current in rows), "a fact was superseded by a copy of itself"
+    assert sorted(lockers) == [f"[user] Locker LCK-{n:04d} belongs to the night shift."
+                               for n in range(len(lockers))]  # each once, as it was said
+    assert len(lockers) >= 18  # what the four passes summarised

@@ -73,3 +73,12 @@ def test_a_line_skipped_for_a_kind_holds_none_of_it(text: str) -> None:
         assert shortcut == extract(text)
     finally:
         coverage._KINDS = kinds
+
+
+def test_a_lost_line_that_is_a_list_item_is_kept_as_it_was_pass_after_pass() -> None:
+    summary = "## Facts\n- Ana's flight to Porto is on 2026-03-14"
+    for _ in range(3):  # each pass's helper drops it again
+        summary = keep_missing("## Facts\n- (none)", verify(extract(summary), "", []))
+    assert summary.splitlines()[-1] == "- Ana's flight to Porto is on 2026-03-14"
+    said = keep_missing("", verify(extract("[user] my flight is on 2026-03-14"), "", []))
+    assert said.splitlines()[-1] == "- [user] my flight is on 2026-03-14"

@@ -6,6 +6,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory.recall import (
     Candidate,
@@ -131,6 +133,49 @@ def test_key_terms_tell_alike_facts_apart_and_let_paraphrases_match() -> None:
         "The user's favourite colour is green!")
     assert key_terms("Olena lives in Lviv") != key_terms("Olena lives in Kyiv")
     assert key_terms("Flight on 2026-03-14 to Porto") == {"2026-03-14", "porto"}
+
+
+def test_a_nested_list_marker_is_not_part_of_the_fact() -> None:
+    from memory.facts import clean, normalize
+
+    assert normalize("- - * Ana lives in Kyiv.") == normalize("Ana lives in Kyiv") == (
+        "ana lives in kyiv")
+    assert clean("- • Ana lives in Kyiv.") == "Ana lives in Kyiv."
+    assert clean("- -5 degrees at night") == "-5 degrees at night"  # a sign, not a marker
+
+
+def _key_terms_reference(fact: str) -> frozenset[str]:
+    """key_terms as first written: every token's characters tested for a digit."""
+    from memory.facts import _TOKEN
+
+    tokens = _TOKEN.findall(fact)
+    terms = {t.lower().strip(".:'-") for t in tokens if any(c.isdigit() for c in t)}
+    terms |= {t.lower().strip(".:'-") for t in tokens[1:] if t[:1].isupper() and len(t) > 1}
+    return frozenset(t for t in terms if t)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aZk7 .:-'_@/ÀßΩЖ٣²Ⅻ一\n")), max_size=60)
+       | st.text(max_size=40))
+def test_key_terms_skip_letter_words_without_changing_what_they_find(fact: str) -> None:
+    from memory.facts import key_terms
+
+    assert key_terms(fact) == _key_terms_reference(fact)
+
+
+def test_a_candidate_row_sets_every_field_and_stays_frozen() -> None:
+    import dataclasses
+
+    from memory.search import _candidate
+
+    row = {"id": uuid.uuid4(), "source": "fact", "text": "Ana lives in Kyiv", "created_at": NOW,
+           "role": "fact", "chat_id": None, "importance": 0.7, "dense_rank": 3,
+           "keyword_rank": None}
+    candidate = _candidate(row)
+    assert set(vars(candidate)) == {f.name for f in dataclasses.fields(Candidate)}
+    assert candidate == Candidate(**row)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        candidate.text = "changed"  # type: ignore[misc]
 
 
 def test_a_long_item_stands_in_the_fence_as_its_first_part() -> None:

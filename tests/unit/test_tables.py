@@ -23,3 +23,19 @@ def test_a_message_row_sets_every_field_and_stays_frozen() -> None:
     assert message.cost == 1 + 4 and message.meta == {} and message.usage is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         message.content = "changed"  # type: ignore[misc]
+
+
+def test_jsonb_reads_as_json_loads_reads_it_big_integers_exact() -> None:
+    import json
+
+    from api.database import _loads
+
+    texts = ['{}', '{"a": 1, "b": [1.5, null, true], "c": {"d": "é"}}', '[]', '"x"', '0',
+             '{"id": 123456789012345678901234567890}', '{"n": -9223372036854775808}',
+             '{"f": 1e308}', '{"s": "a run 12345678901234567890 in a string"}']
+    for text in texts:
+        assert _loads(text) == json.loads(text), text
+        assert type(_loads(text)) is type(json.loads(text))
+    first = _loads("{}")
+    first["k"] = 1
+    assert _loads("{}") == {}  # each row its own dict
