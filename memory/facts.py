@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 # A list marker, and any further markers of a nested one ("- - x" is the fact "x").
@@ -21,6 +22,7 @@ def clean(fact: str) -> str:
 _TOKEN = re.compile(r"[^\W_][\w@./:'-]*", re.UNICODE)
 
 
+@functools.lru_cache(maxsize=1024)  # recall compares the same few texts over and over
 def key_terms(fact: str) -> frozenset[str]:
     """What tells two similar facts apart: tokens with a digit (numbers, dates, codes) and
     capitalised words after the first (names). "Room 101 has code K7001" and "Room 102 has code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
@@ -72,18 +73,25 @@ class FactStore(Protocol):
 class Recaller(Protocol):
     """Recall over the user's past chats and durable facts."""
 
+    async def query_vector(self, query: str) -> list[float] | None:
+        """The vector recall would search with for `query` (None when it searches by words
+        alone): a step asks for it as it arrives, alongside its own reads."""
+        ...
+
     async def recall(
         self, tenant_id: str, user_id: str, query: str, *,
         exclude: list[uuid.UUID] | None = None, now: datetime | None = None,
         config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
         budget_tokens: int | None = None,
         shown_from: tuple[uuid.UUID, int, datetime] | None = None,
+        vector: Awaitable[list[float] | None] | None = None,
     ) -> RecallResult:
         """Ranked items for the fence; `exclude` are messages the window already shows, and
         `shown_from` a chat, a position and that row's time, from which on all its rows are
         in the window;
         `hide` is a chat and its "start over" time, before which its rows are not recalled;
-        `budget_tokens` lowers the fence's budget to what the prompt has room for."""
+        `budget_tokens` lowers the fence's budget to what the prompt has room for; `vector`,
+        the query's vector asked for earlier (query_vector), else recall asks for it."""
         ...
 
 

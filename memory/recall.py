@@ -151,7 +151,7 @@ def rank(
     scored = [(parts, c) for c in candidates if (parts := _parts(c, now, config))[4] > 0]
     scored.sort(key=lambda pair: (-pair[0][4], pair[1].created_at))
     out: list[Recalled] = []
-    kept: list[tuple[frozenset[str], frozenset[str]]] = []
+    kept: list[tuple[frozenset[str], str]] = []  # the words and the text of each item kept
     used = 0
     for parts, candidate in scored:
         if len(out) >= config.max_items or used >= config.budget_tokens:
@@ -164,15 +164,14 @@ def rank(
             continue
         words = _words(candidate.text)
         limit = config.duplicate_overlap
-        terms = key_terms(candidate.text)
-        if any(terms == other_terms and _overlap(words, other) >= limit
-               for other, other_terms in kept):
+        if any(_overlap(words, other) >= limit and key_terms(candidate.text) == key_terms(said)
+               for other, said in kept):
             continue  # the same thing said again; a different number or name is not
         tokens = count_tokens(text)
         if used + tokens > config.budget_tokens:
             continue  # a shorter item further down may still fit
         used += tokens
-        kept.append((words, terms))
+        kept.append((words, candidate.text))
         out.append(Recalled(candidate.id, candidate.source, text, candidate.created_at,
                             candidate.role, candidate.chat_id, tokens, _scores(parts)))
     return out

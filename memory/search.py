@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -104,24 +104,34 @@ class PostgresRecall:
         self._count = count_tokens
         self.config = config
 
+    async def query_vector(self, query: str) -> list[float] | None:
+        return None if self.config.mode == "keyword" else await self._embed(query)
+
+    async def _embed(self, query: str) -> list[float]:
+        return (await self._embedder.embed_query([query[:MAX_QUERY_CHARS]]))[0]
+
     async def recall(
         self, tenant_id: str, user_id: str, query: str, *,
         exclude: list[uuid.UUID] | None = None, now: datetime | None = None,
         config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
         budget_tokens: int | None = None,
         shown_from: tuple[uuid.UUID, int, datetime] | None = None,
+        vector: Awaitable[list[float] | None] | None = None,
     ) -> RecallResult:
         """The fence's items for a query; `exclude` and `shown_from` (a chat, a position and
         that row's time: its rows from there on) are what the window already shows, `hide` a
-        chat and the time of its "start over" line: its rows before that stay forgotten."""
+        chat and the time of its "start over" line: its rows before that stay forgotten;
+        `vector` the query's vector asked for earlier (query_vector)."""
         cfg = config or self.config
         if budget_tokens is not None and budget_tokens < cfg.budget_tokens:
             cfg = replace(cfg, budget_tokens=budget_tokens)  # what the prompt has room for
         query = query[:MAX_QUERY_CHARS]
         started = time.perf_counter()
-        vector = None
+        asked, vector = vector, None
         if cfg.mode != "keyword":
-            vector = (await self._embedder.embed_query([query]))[0]
+            # embed_ms is how long recall waited for it: of a vector asked for early, what
+            # the step's own reads did not cover.
+            vector = await asked if asked is not None else await self._embed(query)
         embedded = time.perf_counter()
         candidates = await self.candidates(
             tenant_id, user_id, query, vector, exclude or [], cfg, hide, shown_from

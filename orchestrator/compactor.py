@@ -8,6 +8,7 @@ the next step.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -36,12 +37,28 @@ from orchestrator.compaction import (
     trim_summary,
 )
 from orchestrator.context import SUMMARY_PREAMBLE, SUMMARY_TAG, fence
-from orchestrator.coverage import extract, keep_missing, verify
+from orchestrator.coverage import Report, extract, keep_missing, verify
 from orchestrator.events import CompactionDone
 
 log = logging.getLogger("jin.compaction")
 
 SPAN_READ_ROWS = 2000
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What a pass wrote up, before its summary row."""
+
+    text: str
+    helper_called: bool
+    helper_failed: bool
+    helper_ms: float
+    report: Report  # coverage of the span and previous summary by the summary and memory
+    helper_coverage: float  # by the helper's summary alone
+
+    @property
+    def by_helper(self) -> bool:
+        return self.helper_called and not self.helper_failed
 
 
 @dataclass
@@ -53,7 +70,7 @@ class Compactor:
     policy: CompactionPolicy = field(default_factory=CompactionPolicy)
     clock: Callable[[], float] = time.time
     facts: FactStore | None = None  # the memory flush writes the summary's facts here
-    indexer: IndexQueue | None = None  # the span is indexed for recall before it is summarised
+    indexer: IndexQueue | None = None  # the span is indexed for recall before its summary row
 
     async def run(
         self, chat: Chat, *, budget_total: int, fixed_tokens: int, tokens_before: int,
@@ -73,8 +90,60 @@ class Compactor:
         if not span:
             return CompactionDone(None, None, tokens_before, tokens_before, reason, skipped=True)
 
-        indexed = await self._index(chat, span[-1].position)
+        # The span is indexed while the helper summarises it and its facts are written: only
+        # the summary row, which takes the span out of the window, waits for the index.
+        indexing = asyncio.create_task(self._index(chat, span[-1].position))
+        try:
+            written = await self._write_up(chat, previous, span, state, budget_total, policy)
+            indexed = await indexing
+        finally:
+            indexing.cancel()  # (once done, a no-op) a pass that failed leaves no task behind
+        tokens_after = fixed_tokens + self._summary_cost(written.text) + sum(m.cost for m in kept)
+        state = after_pass(
+            state, tokens_before=tokens_before, tokens_after=tokens_after,
+            through=span[-1].position, helper_called=written.helper_called,
+            helper_failed=written.helper_failed, now=self.clock(), policy=policy,
+            budget_total=budget_total,
+        )
         hidden = hidden_before(summary)  # a "start over" stays in force for recall
+        row = await self.chats.write_summary(
+            chat.id, span[-1], written.text, self.counter.count(written.text),
+            {
+                "covers": [span[0].position, span[-1].position],
+                "messages": len(span),
+                "previous_summary_id": str(summary.id) if summary else None,
+                "recall_hidden_before": hidden.isoformat() if hidden else None,
+                "helper_model": self.helper_model if written.by_helper else None,
+                "fallback": not written.by_helper,
+                "reason": reason,
+                "indexed": indexed,
+                "tokens_before": tokens_before,
+                "tokens_after": tokens_after,
+                "verification": {
+                    **written.report.as_json(),
+                    "summary_coverage": round(written.helper_coverage, 4),
+                },
+            },
+            compaction=state.to_json(),
+        )
+        return CompactionDone(
+            summary_id=row.id if row else None,
+            through=span[-1].position,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            reason=reason,
+            skipped=row is None,
+            fallback=not written.by_helper,
+            coverage=round(written.report.coverage, 4),
+            helper_ms=round(written.helper_ms, 3),
+        )
+
+    async def _write_up(
+        self, chat: Chat, previous: str, span: list[Message], state: CompactionState,
+        budget_total: int, policy: CompactionPolicy,
+    ) -> _Written:
+        """The new summary: the helper's (or extractive), what it lost put back, its facts
+        flushed to durable memory, trimmed to its cap."""
         asked = time.perf_counter()
         text, helper_called, helper_failed = await self._summarise(previous, span, state)
         helper_ms = (time.perf_counter() - asked) * 1000 if helper_called else 0.0
@@ -91,45 +160,8 @@ class Compactor:
             remembered = earlier + fresh
             cap = int(budget_total * policy.summary_max_ratio)
             text = trim_summary(text, cap, self._summary_cost)
-        report = verify(items, text, remembered)
-        new_cost = self._summary_cost(text)
-        tokens_after = fixed_tokens + new_cost + sum(m.cost for m in kept)
-        state = after_pass(
-            state, tokens_before=tokens_before, tokens_after=tokens_after,
-            through=span[-1].position, helper_called=helper_called,
-            helper_failed=helper_failed, now=self.clock(), policy=policy,
-            budget_total=budget_total,
-        )
-        row = await self.chats.write_summary(
-            chat.id, span[-1], text, self.counter.count(text),
-            {
-                "covers": [span[0].position, span[-1].position],
-                "messages": len(span),
-                "previous_summary_id": str(summary.id) if summary else None,
-                "recall_hidden_before": hidden.isoformat() if hidden else None,
-                "helper_model": self.helper_model if helper_called and not helper_failed else None,
-                "fallback": not helper_called or helper_failed,
-                "reason": reason,
-                "indexed": indexed,
-                "tokens_before": tokens_before,
-                "tokens_after": tokens_after,
-                "verification": {
-                    **report.as_json(), "summary_coverage": round(helper_report.coverage, 4),
-                },
-            },
-            compaction=state.to_json(),
-        )
-        return CompactionDone(
-            summary_id=row.id if row else None,
-            through=span[-1].position,
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-            reason=reason,
-            skipped=row is None,
-            fallback=not helper_called or helper_failed,
-            coverage=round(report.coverage, 4),
-            helper_ms=round(helper_ms, 3),
-        )
+        return _Written(text, helper_called, helper_failed, helper_ms,
+                        verify(items, text, remembered), helper_report.coverage)
 
     def policy_for(self, chat: Chat) -> CompactionPolicy:
         return policy_for(self.policy, {

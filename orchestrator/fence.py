@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 from dataclasses import replace
 
 from chat.types import Chat, Window
@@ -19,6 +20,7 @@ FENCE_FRAME_TOKENS = 40 + len(MEMORY_TAG) + len(MEMORY_PREAMBLE) // 3
 async def recall_into(
     recall: Recaller | None, counter: TokenCounter, chat: Chat, window: Window,
     plan: PromptPlan, query: str, *, also_shown: list[uuid.UUID] | None = None,
+    vector: Awaitable[list[float] | None] | None = None,
 ) -> tuple[PromptPlan, RecallResult | None]:
     """The plan with its memory fence filled by recall for `query`. The window's rows (what the
     prompt shows, or could) are never recalled, nor what a "start over" put behind."""
@@ -36,7 +38,7 @@ async def recall_into(
     result = await recall.recall(
         chat.tenant_id, chat.user_id, query,
         exclude=[*(m.id for m in window.head), *(also_shown or [])], shown_from=shown_from,
-        hide=(chat.id, hidden) if hidden else None, budget_tokens=room,
+        hide=(chat.id, hidden) if hidden else None, budget_tokens=room, vector=vector,
     )
     items = list(result.items)
     fitted = plan

@@ -98,6 +98,8 @@ class Started:
     embed_ms: float = 0.0  # the embedder's time for recall: model time, not the server's
     recall_ms: float = 0.0  # recall as a whole, the embedder's time included
     user_vector: tuple[str, list[float]] | None = None  # recall's, for the indexer to keep
+    # The query's vector for recall, asked for as the step arrived (alongside the open).
+    query_vector: asyncio.Task[list[float] | None] | None = None
     type: str = "started"
 
 
@@ -145,15 +147,40 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         window_budget=lambda chat: budget_for(chat, cfg).total,
         default_budget=budget_of(ModelSettings(), cfg).total,
     )
-    result = await follow_policy(
-        deps.steps, cfg.queue_wait, request.tenant_id, request.chat_id, request.idempotency_key,
-        lambda: deps.steps.open(open_step),
-    )
+    # Recall will search with the message's vector: the embedder is asked now, while the step
+    # opens (its round trip off the step's path), and dropped if the step does not run.
+    vector = _early_vector(deps.recall, request.content)
+    try:
+        result = await follow_policy(
+            deps.steps, cfg.queue_wait, request.tenant_id, request.chat_id,
+            request.idempotency_key, lambda: deps.steps.open(open_step),
+        )
+    except BaseException:
+        _drop(vector)
+        raise
     if isinstance(result, StepOutcome):
+        _drop(vector)
         return Replayed(result)
     plan = assemble(result.window, request.content, budget_for(result.chat, cfg), deps.counter)
     return Started(result.chat, result.begun, result.window, plan, received_at,
-                   time.perf_counter())
+                   time.perf_counter(), query_vector=vector)
+
+
+def _early_vector(
+    recall: Recaller | None, content: str
+) -> asyncio.Task[list[float] | None] | None:
+    if recall is None or not content.strip():
+        return None
+    task = asyncio.create_task(recall.query_vector(content))
+    # Whoever awaits it sees its error; one nobody came to (the step ended first) is not
+    # logged as never retrieved.
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+    return task
+
+
+def _drop(task: asyncio.Task[Any] | None) -> None:
+    if task is not None:
+        task.cancel()
 
 
 async def reset_chat(deps: StepDeps, tenant_id: str, chat_id: uuid.UUID) -> Message:
@@ -291,11 +318,13 @@ async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[
     try:
         plan, result = await recall_into(
             deps.recall, deps.counter, started.chat, started.window, started.plan,
-            user_message.content, also_shown=[user_message.id],
+            user_message.content, also_shown=[user_message.id], vector=started.query_vector,
         )
     except Exception:  # the boundary of an optional part: log it, answer without memory
         log.warning("recall failed; answering without recalled memory", exc_info=True)
         return started, []
+    finally:
+        _drop(started.query_vector)  # (a no-op once awaited) unused when the prompt is full
     if result is None:
         return replace(started, plan=plan), []
     embed_ms = result.timings.get("embed_ms", 0.0)

@@ -8,6 +8,7 @@ import random
 import re
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -153,3 +154,59 @@ async def test_lines_a_forgetful_helper_drops_are_kept_as_they_were_and_remember
     assert sorted(lockers) == [f"[user] Locker LCK-{n:04d} belongs to the night shift."
                                for n in range(len(lockers))]  # each once, as it was said
     assert len(lockers) >= 18  # what the four passes summarised
+
+
+class GatedIndex:
+    """An index of the chat that finishes only once the helper has been asked: a pass that
+    waited for the index before calling the helper would never end."""
+
+    def __init__(self, helper_asked: asyncio.Event) -> None:
+        self.helper_asked, self.done = helper_asked, False
+
+    def wake(self) -> None:
+        pass
+
+    async def index_chat(self, chat_id: uuid.UUID, *, through: int) -> bool:
+        await self.helper_asked.wait()
+        self.done = True
+        return True
+
+
+class AskedHelper(LossyHelper):
+    def __init__(self, asked: asyncio.Event) -> None:
+        super().__init__(drop=0.0)
+        self.asked = asked
+
+    async def stream(self, request: CompletionRequest) -> AsyncIterator[Delta]:
+        self.asked.set()
+        async for delta in super().stream(request):
+            yield delta
+
+
+async def test_the_span_is_indexed_while_the_helper_summarises_and_before_the_summary_row(
+    engine: AsyncEngine,
+) -> None:
+    chats, steps = PostgresChatStore(engine), PostgresStepStore(engine)
+    chat = await chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
+    for n in range(8):
+        await _turn(steps, chat, f"Locker LCK-{n:04d} belongs to the night shift.", "Noted.")
+    asked = asyncio.Event()
+    index = GatedIndex(asked)
+    written_after_index: list[bool] = []
+    write_summary = chats.write_summary
+
+    async def watched_write(*args: Any, **kwargs: Any) -> Any:
+        written_after_index.append(index.done)
+        return await write_summary(*args, **kwargs)
+
+    chats.write_summary = watched_write  # type: ignore[method-assign]
+    compactor = Compactor(chats, AskedHelper(asked), "asked", COUNTER,
+                          CompactionPolicy(span_max_tokens=400), indexer=index)
+    current = await chats.get_chat("t", chat.id)
+    assert current is not None
+    done = await asyncio.wait_for(compactor.run(
+        current, budget_total=150, fixed_tokens=0, tokens_before=current.token_total,
+        reason="over_trigger"), timeout=10)
+    assert done.summary_id is not None and written_after_index == [True]
+    summary, _ = await chats.read_span(current, 100)
+    assert summary is not None and summary.meta["indexed"] is True
