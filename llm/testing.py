@@ -31,7 +31,7 @@ import numpy as np
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 
@@ -113,7 +113,12 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         "model": "fake",
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
     }
-    return f"data: {json.dumps(body)}\n\n".encode()
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+def _json(content: Any, status_code: int = 200) -> Response:
+    return Response(orjson.dumps(content), status_code=status_code,
+                    media_type="application/json")
 
 
 def _tool_call_chunks(calls: list[dict[str, Any]]) -> list[bytes]:
@@ -185,9 +190,12 @@ class FakeOpenAIServer:
     def __init__(
         self, *, strict: bool = False, echo_chunks: int = 1, echo_chunk_delay: float = 0.0,
         echo_delay: float = 0.0, embed_dim: int = 384, embed_delay: float = 0.0,
-        embed_reject: str | None = None,
+        embed_reject: str | None = None, record: bool = True,
     ) -> None:
         self.strict = strict
+        # Keep every request seen (requests, embed_inputs, embed_formats), for tests to read;
+        # off when run as its own process, where nobody can read them and they only grow.
+        self.record = record
         self.echo_chunks = echo_chunks
         self.echo_chunk_delay = echo_chunk_delay
         self.echo_delay = echo_delay  # seconds before the first chunk of an unscripted answer
@@ -252,23 +260,29 @@ class FakeOpenAIServer:
 
     async def _completions(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
-        self.requests.append(body)
+        if self.record:
+            self.requests.append(body)
         reply = self._next_reply(body)
         if reply is None:
-            return JSONResponse({"error": {"message": "no scripted reply left"}}, status_code=500)
+            return _json({"error": {"message": "no scripted reply left"}}, status_code=500)
         if reply.status >= 400:
             await asyncio.sleep(reply.delay)
-            return JSONResponse({"error": {"message": reply.error}}, status_code=reply.status)
+            return _json({"error": {"message": reply.error}}, status_code=reply.status)
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.chunks())}
             if reply.tool_calls:
                 message["tool_calls"] = reply.openai_tool_calls()
-            return JSONResponse({
+            return _json({
                 "id": "chatcmpl-fake", "object": "chat.completion", "model": "fake",
                 "choices": [{"index": 0, "finish_reason": reply.finish(), "message": message}],
                 "usage": reply.usage or {},
             })
-        return StreamingResponse(self._stream(reply), media_type="text/event-stream")
+        if reply.delay or reply.chunk_delay or reply.hang or reply.disconnect_after is not None:
+            return StreamingResponse(self._stream(reply), media_type="text/event-stream")
+        # Nothing to wait for between chunks: the same events, written at once (a streamed
+        # body's machinery was most of what the fake cost a benchmark's step).
+        body_bytes = b"".join([frame async for frame in self._stream(reply)])
+        return Response(body_bytes, media_type="text/event-stream")
 
     async def _stream(self, reply: Reply) -> AsyncIterator[bytes]:
         try:
@@ -296,14 +310,14 @@ class FakeOpenAIServer:
                     await asyncio.sleep(reply.chunk_delay)
             yield _chunk({}, reply.finish())
             usage = reply.usage or {"prompt_tokens": 0, "completion_tokens": len(reply.chunks())}
-            yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
+            yield b"data: " + orjson.dumps({"choices": [], "usage": usage}) + b"\n\n"
             yield b"data: [DONE]\n\n"
         except asyncio.CancelledError:
             self.disconnected += 1
             raise
 
     async def _models(self, _: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+        return _json({"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
     async def _embeddings(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
@@ -311,18 +325,19 @@ class FakeOpenAIServer:
         if self.embed_delay:
             await asyncio.sleep(self.embed_delay)
         if self.embed_status >= 400:
-            return JSONResponse({"error": {"message": "scripted failure"}},
+            return _json({"error": {"message": "scripted failure"}},
                                 status_code=self.embed_status)
         inputs = body.get("input", [])
         inputs = [inputs] if isinstance(inputs, str) else inputs
         if self.embed_reject is not None:
             for i, t in enumerate(inputs):
                 if self.embed_reject in t:
-                    return JSONResponse({"error": {
+                    return _json({"error": {
                         "message": f"input {i} was rejected", "type": "invalid_request_error",
                     }}, status_code=400)
-        self.embed_formats.append(body.get("encoding_format", "float"))
-        self.embed_inputs.extend(inputs)
+        if self.record:
+            self.embed_formats.append(body.get("encoding_format", "float"))
+            self.embed_inputs.extend(inputs)
         vectors = [_embed_array(t, self.embed_dim) for t in inputs]
         if body.get("encoding_format") == "base64":  # as OpenAI sends it: float32 LE
             encoded: list[Any] = [
@@ -332,7 +347,7 @@ class FakeOpenAIServer:
             encoded = [v.tolist() for v in vectors]
         data = [{"object": "embedding", "index": i, "embedding": e}
                 for i, e in enumerate(encoded)]
-        return JSONResponse({"object": "list", "data": data, "model": "fake"})
+        return _json({"object": "list", "data": data, "model": "fake"})
 
     def start(self, port: int = 0) -> str:
         """Serve on 127.0.0.1 in a background thread; returns the base URL (ending in /v1)."""
@@ -381,7 +396,7 @@ def main() -> None:
 
     server = FakeOpenAIServer(
         echo_chunks=args.chunks, echo_chunk_delay=args.chunk_delay,
-        echo_delay=args.first_token_delay, embed_delay=args.embed_delay,
+        echo_delay=args.first_token_delay, embed_delay=args.embed_delay, record=False,
     )
     uvicorn.run(server.app, host="127.0.0.1", port=args.port, log_level="warning",
                 lifespan="off")
