@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import re
 
-# A list marker, and any further markers of a nested one ("- - x" is the fact "x").
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*(?:[-*•]\s+)*")
+# A list marker and a space, and any further markers of a nested one ("- - x" is the fact "x";
+# "-5 °C" and "1.5 kg" begin with a number, not a marker).
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])(?=\s)\s*(?:[-*•]\s+)*")
 
 
 def normalize(fact: str) -> str:
@@ -22,7 +22,6 @@ def clean(fact: str) -> str:
 _TOKEN = re.compile(r"[^\W_][\w@./:'-]*", re.UNICODE)
 
 
-@functools.lru_cache(maxsize=1024)  # recall compares the same few texts over and over
 def key_terms(fact: str) -> frozenset[str]:
     """What tells two similar facts apart: tokens with a digit (numbers, dates, codes) and
     capitalised words after the first (names). "Room 101 has code K7001" and "Room 102 has code

@@ -153,6 +153,13 @@ def rank(
     out: list[Recalled] = []
     kept: list[tuple[frozenset[str], str]] = []  # the words and the text of each item kept
     used = 0
+    known: dict[str, frozenset[str]] = {}
+
+    def terms(text: str) -> frozenset[str]:  # a text alike to many is compared many times
+        if text not in known:
+            known[text] = key_terms(text)
+        return known[text]
+
     for parts, candidate in scored:
         if len(out) >= config.max_items or used >= config.budget_tokens:
             break
@@ -164,7 +171,7 @@ def rank(
             continue
         words = _words(candidate.text)
         limit = config.duplicate_overlap
-        if any(_overlap(words, other) >= limit and key_terms(candidate.text) == key_terms(said)
+        if any(_overlap(words, other) >= limit and terms(candidate.text) == terms(said)
                for other, said in kept):
             continue  # the same thing said again; a different number or name is not
         tokens = count_tokens(text)

@@ -131,7 +131,9 @@ class PostgresRecall:
         if cfg.mode != "keyword":
             # embed_ms is how long recall waited for it: of a vector asked for early, what
             # the step's own reads did not cover.
-            vector = await asked if asked is not None else await self._embed(query)
+            vector = await asked if asked is not None else None
+            if vector is None:  # not asked for, or asked under another mode
+                vector = await self._embed(query)
         embedded = time.perf_counter()
         candidates = await self.candidates(
             tenant_id, user_id, query, vector, exclude or [], cfg, hide, shown_from

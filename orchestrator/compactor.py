@@ -97,7 +97,9 @@ class Compactor:
             written = await self._write_up(chat, previous, span, state, budget_total, policy)
             indexed = await indexing
         finally:
-            indexing.cancel()  # (once done, a no-op) a pass that failed leaves no task behind
+            # A pass that failed leaves no task behind, nor an error of it unretrieved.
+            indexing.cancel()
+            await asyncio.gather(indexing, return_exceptions=True)
         tokens_after = fixed_tokens + self._summary_cost(written.text) + sum(m.cost for m in kept)
         state = after_pass(
             state, tokens_before=tokens_before, tokens_after=tokens_after,

@@ -119,7 +119,7 @@ def verify(items: list[Item], summary: str, memory: list[str]) -> Report:
     return Report(total=len(items), covered=len(items) - len(missing), missing=missing)
 
 
-_LIST_ITEM = re.compile(r"(?:[-*•]|\d+[.)])\s")
+_LIST_ITEM = re.compile(r"[-*•]\s")  # (a numbered line keeps its number as "- 12. ...")
 
 
 def keep_missing(summary: str, report: Report) -> str:

@@ -95,7 +95,7 @@ class Started:
     plan: PromptPlan
     received_at: float
     opened_at: float
-    embed_ms: float = 0.0  # the embedder's time for recall: model time, not the server's
+    embed_ms: float = 0.0  # how long recall waited for the embedder: model time, not the server's
     recall_ms: float = 0.0  # recall as a whole, the embedder's time included
     user_vector: tuple[str, list[float]] | None = None  # recall's, for the indexer to keep
     # The query's vector for recall, asked for as the step arrived (alongside the open).
@@ -364,11 +364,11 @@ def _timings(
     helper_ms: float = 0.0,
 ) -> dict[str, float]:
     """Where the step's time went, in ms. overhead = total - model time (the brain's answer,
-    the embedder's query vector and the helper's summary): the server's own share. persist_ms
-    runs from the answer's end, so it holds a compaction after it. When text came: first_token_ms
-    (request in -> first chunk handed on) and model_first_token_ms (model request -> its first
-    delta); the server's share of the time to first token is first_token_ms -
-    model_first_token_ms - embed_ms."""
+    the wait for the embedder's query vector and the helper's summary): the server's own
+    share. persist_ms runs from the answer's end, so it holds a compaction after it. When text
+    came: first_token_ms (request in -> first chunk handed on) and model_first_token_ms (model
+    request -> its first delta); the server's share of the time to first token is
+    first_token_ms - model_first_token_ms - embed_ms."""
     now = time.perf_counter()
     total = (now - started.received_at) * 1000
     model = (model_ended - model_started) * 1000 + started.embed_ms + helper_ms

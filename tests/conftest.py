@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -57,7 +60,7 @@ def _docker_answers() -> bool:
 
 
 @pytest.fixture(scope="session")
-def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_admin_url() -> Iterator[str]:
     url = os.environ.get("TEST_DATABASE_URL")
     if url:
         yield url
@@ -70,10 +73,14 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     import pgserver
 
-    datadir = tmp_path_factory.mktemp("pg") / "data"
-    server = pgserver.get_server(datadir, cleanup_mode="delete")
+    # Not under pytest's basetemp: a second pytest session on the machine deletes all but the
+    # newest three of those, and with it the data of a Postgres still serving this session.
+    parent = Path(tempfile.mkdtemp(prefix="jin-test-pg-"))
+    parent.chmod(0o755)  # as root, pgserver runs Postgres as a user of its own
+    server = pgserver.get_server(parent / "data", cleanup_mode="delete")
     yield server.get_uri()
     server.cleanup()
+    shutil.rmtree(parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

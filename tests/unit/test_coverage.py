@@ -82,3 +82,9 @@ def test_a_lost_line_that_is_a_list_item_is_kept_as_it_was_pass_after_pass() -> 
     assert summary.splitlines()[-1] == "- Ana's flight to Porto is on 2026-03-14"
     said = keep_missing("", verify(extract("[user] my flight is on 2026-03-14"), "", []))
     assert said.splitlines()[-1] == "- [user] my flight is on 2026-03-14"
+
+
+def test_a_lost_numbered_line_keeps_its_number() -> None:
+    lost = "12. März: dentist at 10:30"
+    kept = keep_missing("## Facts\n- (none)", verify(extract(lost), "", []))
+    assert kept.splitlines()[-1] == "- 12. März: dentist at 10:30"

@@ -142,6 +142,9 @@ def test_a_nested_list_marker_is_not_part_of_the_fact() -> None:
         "ana lives in kyiv")
     assert clean("- • Ana lives in Kyiv.") == "Ana lives in Kyiv."
     assert clean("- -5 degrees at night") == "-5 degrees at night"  # a sign, not a marker
+    assert clean("-5 degrees at night") == "-5 degrees at night"
+    assert clean("1.5 kg of flour") == "1.5 kg of flour" and clean("2) flour") == "flour"
+    assert clean("- 12. März: dentist") == "12. März: dentist"
 
 
 def _key_terms_reference(fact: str) -> frozenset[str]:

@@ -87,3 +87,14 @@ def test_the_echo_fake_answers_a_summary_request_with_a_well_formed_summary() ->
     assert reply is not None
     summary = parse_summary("".join(reply.chunks()), "stop")  # accepted, not rejected
     assert "LCK-0042" in summary
+
+
+def test_a_step_answer_with_an_integer_past_64_bits_is_still_written() -> None:
+    import json
+
+    from api.routes.messages import StepJSON
+
+    content = {"usage": {"prompt_tokens": 2**70}, "text": "é"}
+    assert json.loads(StepJSON(content).body) == content
+    assert json.loads(StepJSON({"usage": {"prompt_tokens": 3}}).body) == {
+        "usage": {"prompt_tokens": 3}}
