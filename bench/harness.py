@@ -15,6 +15,31 @@ import httpx
 
 from api.database import migrate
 
+# The processes a benchmark started, by the URL they serve (the embedded Postgres by its URL):
+# what cpu_seconds reads. A Postgres given by DATABASE_URL is not here: it may be elsewhere.
+PIDS: dict[str, int] = {}
+CLOCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system time of a process and its reaped children so far, or 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / CLOCK
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def tree_cpu(pid: int) -> float:
+    """cpu_seconds of a process and of its live children (Postgres's backends, the worker
+    processes of `jin serve --workers N`)."""
+    return cpu_seconds(pid) + sum(tree_cpu(child) for child in children(pid))
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -32,6 +57,7 @@ def database(stack: ExitStack) -> str:
         server = pgserver.get_server(tmp / "pg", cleanup_mode="delete")
         stack.callback(server.cleanup)
         url = server.get_uri()
+        PIDS[url] = int((tmp / "pg" / "postmaster.pid").read_text().split()[0])
     migrate(url)
     return url
 
@@ -83,7 +109,8 @@ def fake_model(
     args = ["-m", "llm.testing", "--port", str(port), "--chunks", str(chunks),
             "--chunk-delay", str(chunk_delay), "--first-token-delay", str(first_token_delay),
             "--embed-delay", str(embed_delay)]
-    spawn(stack, args, {}, f"http://127.0.0.1:{port}|/v1/models")
+    proc = spawn(stack, args, {}, f"http://127.0.0.1:{port}|/v1/models")
+    PIDS[f"http://127.0.0.1:{port}/v1"] = proc.pid
     return f"http://127.0.0.1:{port}/v1"
 
 
@@ -92,12 +119,13 @@ def jin_worker(
 ) -> str:
     port = free_port()
     args = ["-m", "api.cli", "serve", "--port", str(port), "--workers", str(workers)]
-    spawn(stack, args, {
+    proc = spawn(stack, args, {
         "DATABASE_URL": database_url, "JIN_BRAIN_URL": model_url, "JIN_HELPER_URL": model_url,
         # Every model role on the fake, the embedder too: the figures are the server's own time.
         "JIN_EMBEDDER_URL": model_url, "JIN_EMBEDDER_MODEL": "fake-embedder",
         "JIN_LOG_LEVEL": "warning", **env,
     }, f"http://127.0.0.1:{port}|/readyz")
+    PIDS[f"http://127.0.0.1:{port}"] = proc.pid
     return f"http://127.0.0.1:{port}"
 
 

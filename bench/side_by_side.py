@@ -42,24 +42,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from api.database import create_engine  # noqa: E402
-from bench.harness import _wait_ready, fake_model, free_port  # noqa: E402
+from bench.harness import (  # noqa: E402
+    _wait_ready,
+    children,
+    cpu_seconds,
+    fake_model,
+    free_port,
+)
 from bench.step_overhead import client_session, make_chats, pct, settle, step  # noqa: E402
-
-CLOCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system time of a process and its reaped children so far, or 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0
-    return sum(int(f) for f in fields[11:15]) / CLOCK
-
-
-def children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
 
 
 @dataclass

@@ -36,7 +36,7 @@ from sqlalchemy import text
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.database import create_engine  # noqa: E402
-from bench.harness import database, fake_model, jin_worker  # noqa: E402
+from bench.harness import PIDS, database, fake_model, jin_worker, tree_cpu  # noqa: E402
 from chat.testing import seed_history, seed_summary  # noqa: E402
 
 SUMMARISED_ABOVE = 60  # seeded chats longer than this get a summary row...
@@ -155,7 +155,11 @@ async def history_pages(client: aiohttp.ClientSession, engine) -> None:
             print(f"  {size:>7,} msgs, {label:>10}: {statistics.median(times):5.2f} ms")
 
 
-async def concurrent(client, engine, n: int, seconds: float) -> dict[str, float]:
+async def concurrent(
+    client, engine, n: int, seconds: float, pids: dict[str, int] | None = None
+) -> dict[str, float]:
+    """Steps/s of `n` chats stepped at once; with `pids` (name -> process), the CPU seconds each
+    process spent a step over the phase (/proc), the figure that moves least with the machine."""
     chats = await make_chats(client, engine, n, 10)
     await settle(engine)
     done: list[float] = []
@@ -168,14 +172,29 @@ async def concurrent(client, engine, n: int, seconds: float) -> dict[str, float]
             done.append(o)
             i += 1
 
+    pids = pids or {}
+    before = {name: tree_cpu(pid) for name, pid in pids.items()}
     t0 = time.perf_counter()
     await asyncio.gather(*(worker(c) for c in chats))
     elapsed = time.perf_counter() - t0
+    cpu = {name: (tree_cpu(pid) - before[name]) / len(done) * 1000 for name, pid in pids.items()}
     return {"steps_per_s": len(done) / elapsed, "median": statistics.median(done),
-            "p99": pct(done, 0.99), "steps": len(done)}
+            "p99": pct(done, 0.99), "steps": len(done), "cpu": cpu}
 
 
-async def run(args: argparse.Namespace, db_url: str, jin_url: str) -> None:
+def cpu_text(cpu: dict[str, float]) -> str:
+    return ("; CPU a step: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in cpu.items())
+            if cpu else "")
+
+
+def processes(jin_url: str, db_url: str, model_url: str) -> dict[str, int]:
+    """The processes to read CPU from: the worker, the embedded Postgres and the fake (a
+    Postgres given by DATABASE_URL is left out)."""
+    names = {"worker": jin_url, "Postgres": db_url, "fake": model_url}
+    return {name: PIDS[url] for name, url in names.items() if url in PIDS}
+
+
+async def run(args: argparse.Namespace, db_url: str, jin_url: str, model_url: str) -> None:
     engine = create_engine(db_url, pool_size=4)
     async with client_session(jin_url) as client:
         results = await sequential(client, engine, (10, 1_000, 100_000), args.steps,
@@ -194,23 +213,27 @@ async def run(args: argparse.Namespace, db_url: str, jin_url: str) -> None:
             )
             print(f"  {size:>7,}: {r['median'] / base:4.2f}x{peer_txt}")
         await history_pages(client, engine)
-        c = await concurrent(client, engine, args.concurrency, args.seconds)
+        c = await concurrent(client, engine, args.concurrency, args.seconds,
+                             processes(jin_url, db_url, model_url))
         print(f"\n{args.concurrency} concurrent chats, 1 worker process, {args.seconds:.0f} s: "
               f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
-              f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms   peer: {PEER_STEPS_PER_S} steps/s")
+              f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms   peer: {PEER_STEPS_PER_S} steps/s"
+              f"{cpu_text(c['cpu'])}")
     await engine.dispose()
 
 
 async def run_throughput(
-    args: argparse.Namespace, db_url: str, jin_url: str, workers: int, note: str = ""
+    args: argparse.Namespace, db_url: str, jin_url: str, model_url: str, workers: int,
+    note: str = "",
 ) -> None:
     engine = create_engine(db_url, pool_size=4)
     async with client_session(jin_url) as client:
-        c = await concurrent(client, engine, args.concurrency, args.seconds)
+        c = await concurrent(client, engine, args.concurrency, args.seconds,
+                             processes(jin_url, db_url, model_url))
     label = f"{workers} worker process{'es' if workers > 1 else ''}" + (f", {note}" if note else "")
     print(f"{args.concurrency} concurrent chats, {label}, {args.seconds:.0f} s: "
           f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
-          f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms")
+          f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms{cpu_text(c['cpu'])}")
     await engine.dispose()
 
 
@@ -225,18 +248,22 @@ def main() -> None:
     with ExitStack() as stack:
         db_url = database(stack)
         model_url = fake_model(stack)
-        jin_url = jin_worker(stack, db_url, model_url)
-        print(f"jin worker {jin_url}, fake model {model_url}, one process each, loopback\n")
-        asyncio.run(run(args, db_url, jin_url))
+        # Each phase's worker is stopped before the next starts: an idle one would still index
+        # (its indexer claims from the queue every worker shares) and take a share of the work.
+        with ExitStack() as phase:
+            jin_url = jin_worker(phase, db_url, model_url)
+            print(f"jin worker {jin_url}, fake model {model_url}, one process each, loopback\n")
+            asyncio.run(run(args, db_url, jin_url, model_url))
         # Workers are stateless: the same benchmark against `jin serve --workers 2` (this
         # machine has 2 cores, shared with Postgres, the fake model and this client).
-        jin2 = jin_worker(stack, db_url, model_url, workers=2)
-        asyncio.run(run_throughput(args, db_url, jin2, 2))
+        with ExitStack() as phase:
+            jin2 = jin_worker(phase, db_url, model_url, workers=2)
+            asyncio.run(run_throughput(args, db_url, jin2, model_url, 2))
         # The same with compaction off: the step alone. (With it on, the chats outgrow the
         # trigger during the run and compact; the fake helper answers with a short summary.)
-        bare = jin_worker(stack, db_url, model_url, JIN_COMPACTION="false")
-        asyncio.run(run_throughput(args, db_url, bare, 1, "compaction off"))
-
+        with ExitStack() as phase:
+            bare = jin_worker(phase, db_url, model_url, JIN_COMPACTION="false")
+            asyncio.run(run_throughput(args, db_url, bare, model_url, 1, "compaction off"))
 
 if __name__ == "__main__":
     main()
