@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 from sqlalchemy import TextClause
@@ -14,6 +14,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chat.types import Chat, Message, ModelSettings, StepRecord
+
+T = TypeVar("T")
 
 CHAT_COLUMNS = (
     "id, tenant_id, user_id, title, system_prompt, settings, busy_policy, created_at, updated_at, "
@@ -57,12 +59,22 @@ def chat_from_row(row: Mapping[str, Any]) -> Chat:
     )
 
 
+def built(cls: type[T], **fields: Any) -> T:
+    """An instance of a frozen dataclass made without its __init__, which sets each field
+    through object.__setattr__: 1.8 us a row against 0.2 us here (a step's window is ~100
+    rows, a recall ~120 candidates). The caller passes every field (its tests check it); the
+    instance stays frozen."""
+    instance = _new(cls)
+    instance.__dict__.update(fields)
+    return instance
+
+
+_new = object.__new__
+
+
 def message_from_row(row: Mapping[str, Any]) -> Message:
-    # Made without Message.__init__: a frozen dataclass sets each field through
-    # object.__setattr__, 1.8 us a row against 0.2 us here, and a step's window is ~100 rows.
-    # Every field is set (tests/unit/test_tables.py checks it); the instance stays frozen.
-    message = _new(Message)
-    message.__dict__.update(
+    return built(
+        Message,
         id=row["id"],
         chat_id=row["chat_id"],
         position=row["position"],
@@ -78,10 +90,6 @@ def message_from_row(row: Mapping[str, Any]) -> Message:
         created_at=row["created_at"],
         tokens_after=row["tokens_after"],
     )
-    return message
-
-
-_new = object.__new__
 
 
 def step_from_row(row: Mapping[str, Any]) -> StepRecord:

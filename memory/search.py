@@ -18,7 +18,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.tables import checkout, fetch
+from chat.tables import built, checkout, fetch
 from llm.ports import Embedder
 from memory.indexer import MAX_CHARS
 from memory.recall import Candidate, RecallConfig, RecallResult, keyword_query, rank
@@ -173,16 +173,9 @@ class PostgresRecall:
 
 
 def _candidate(row: Any) -> Candidate:
-    # Made without Candidate.__init__, as chat.tables.message_from_row makes messages: a frozen
-    # dataclass sets each field through object.__setattr__, and a search returns ~120 rows.
-    # Every field is set (tests/unit/test_recall.py checks it); the instance stays frozen.
-    candidate = _new(Candidate)
-    candidate.__dict__.update(
-        id=row["id"], source=row["source"], text=row["text"], created_at=row["created_at"],
-        role=row["role"], chat_id=row["chat_id"], importance=row["importance"],
-        dense_rank=row["dense_rank"], keyword_rank=row["keyword_rank"],
+    return built(  # every field (tests/unit/test_recall.py checks it)
+        Candidate, id=row["id"], source=row["source"], text=row["text"],
+        created_at=row["created_at"], role=row["role"], chat_id=row["chat_id"],
+        importance=row["importance"], dense_rank=row["dense_rank"],
+        keyword_rank=row["keyword_rank"],
     )
-    return candidate
-
-
-_new = object.__new__

@@ -53,6 +53,12 @@ class LossyHelper:
         yield Finish("stop")
 
 
+async def _new_chat(engine: AsyncEngine) -> tuple[PostgresChatStore, PostgresStepStore, Chat]:
+    chats = PostgresChatStore(engine)
+    chat = await chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
+    return chats, PostgresStepStore(engine), chat
+
+
 async def _turn(steps: PostgresStepStore, chat: Chat, question: str, answer: str) -> None:
     opened = await steps.open(OpenStep(
         tenant_id="t", chat_id=chat.id, step_id=uuid.uuid4(), content=question,
@@ -68,8 +74,7 @@ async def _turn(steps: PostgresStepStore, chat: Chat, question: str, answer: str
 async def test_two_workers_compacting_the_same_chat_write_one_summary_row(
     engine: AsyncEngine,
 ) -> None:
-    chats, steps = PostgresChatStore(engine), PostgresStepStore(engine)
-    chat = await chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
+    chats, steps, chat = await _new_chat(engine)
     for i in range(10):
         await _turn(steps, chat, f"question {i} about LCK-{i:04d}", f"answer {i}")
     chat = await chats.get_chat("t", chat.id)
@@ -95,8 +100,7 @@ async def test_two_workers_compacting_the_same_chat_write_one_summary_row(
 async def test_facts_survive_twenty_compactions_by_a_helper_that_drops_lines(
     engine: AsyncEngine,
 ) -> None:
-    chats, steps = PostgresChatStore(engine), PostgresStepStore(engine)
-    chat = await chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
+    chats, steps, chat = await _new_chat(engine)
     helper = LossyHelper(drop=0.3)
     compactor = Compactor(chats, helper, "lossy", COUNTER, CompactionPolicy(span_max_tokens=400))
     planted: list[str] = []
@@ -128,8 +132,7 @@ async def test_lines_a_forgetful_helper_drops_are_kept_as_they_were_and_remember
     puts the lost fact lines back verbatim. Pass after pass they stay the same lines, and the
     memory flush writes each fact once; a kept line that gained a list marker each pass read as
     a new fact each time and superseded its own copy."""
-    chats, steps = PostgresChatStore(engine), PostgresStepStore(engine)
-    chat = await chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
+    chats, steps, chat = await _new_chat(engine)
     facts = PostgresFactStore(memory_db, minilm, minilm.name)
     compactor = Compactor(chats, LossyHelper(drop=0.0, previous=False), "forgetful", COUNTER,
                           CompactionPolicy(span_max_tokens=400, summary_max_ratio=1.0),
@@ -186,8 +189,7 @@ class AskedHelper(LossyHelper):
 async def test_the_span_is_indexed_while_the_helper_summarises_and_before_the_summary_row(
     engine: AsyncEngine,
 ) -> None:
-    chats, steps = PostgresChatStore(engine), PostgresStepStore(engine)
-    chat = await chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
+    chats, steps, chat = await _new_chat(engine)
     for n in range(8):
         await _turn(steps, chat, f"Locker LCK-{n:04d} belongs to the night shift.", "Noted.")
     asked = asyncio.Event()
