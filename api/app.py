@@ -193,7 +193,8 @@ async def _memory(
                             embedder_name=provider.model) if recall_config.enabled else None
     indexer = Indexer(db, embedder, provider.model,
                       IndexerConfig(batch_size=settings.indexer_batch_size,
-                                    claim_seconds=settings.indexer_claim_seconds))
+                                    claim_seconds=settings.indexer_claim_seconds,
+                                    ann_from=settings.indexer_ann_from))
     log.info("memory: embedder %s (%d dims), recall %s", provider.model, embedder.dim,
              recall_config.mode if recall else "off")
     return _Memory(provider, facts, recall, indexer, None)

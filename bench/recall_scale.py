@@ -50,6 +50,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import create_memory_engine, migrate
 from chat.tables import fetch, positional
+from memory.indexer import IndexerConfig
 from memory.recall import RecallConfig
 
 DIM = 384
@@ -60,19 +61,16 @@ WARMUP_S = 10.0  # per user and plan: an untimed pass over the measured queries
 PEER = {10_000: (8.0, 21.0)}  # mem0 on pgvector, this machine (issue #4): p50, p95 in ms
 
 
-def _dense_list() -> TextClause:
-    """The dense list over messages (`dm`) of memory/search.py's `_CANDIDATES`, taken from it,
-    so that this benchmark measures what recall runs today."""
-    from memory.search import _CANDIDATES
+def _dense_lists() -> tuple[TextClause, TextClause]:
+    """The dense lists over messages (`dm`) of memory/search.py, its own texts, so that this
+    benchmark measures what recall runs today: the form that serves any user (the HNSW index
+    for the rows in it, an exact scan for the others) and the one for users known to be small."""
+    from memory.search import _DENSE_ALL, _DENSE_SPLIT
 
-    found = re.search(r"\(\s*(SELECT message_id, embedding <=> :qv AS d FROM message_embeddings"
-                      r".*?LIMIT :n)\) x", str(_CANDIDATES), re.DOTALL)
-    if found is None:
-        raise SystemExit("the dense list of memory/search.py changed shape: update this bench")
-    return text(found.group(1))
+    return text(_DENSE_SPLIT), text(_DENSE_ALL)
 
 
-DENSE = _dense_list()
+DENSE, DENSE_SMALL = _dense_lists()
 COPIED = text(str(DENSE).replace("FROM message_embeddings", "FROM bench_copy"))
 
 Settings = tuple[tuple[str, str], ...]
@@ -182,7 +180,8 @@ def quality(found: Run, truth: Run) -> str:
 
 def plan_name(plan: str) -> str:
     """'HNSW' or 'exact (...)', with the planner's estimate of the owner's rows."""
-    scan = next(line for line in plan.splitlines() if "Scan" in line and "Limit" not in line)
+    scan = next(line for line in plan.splitlines()
+                if "Scan" in line and "Limit" not in line and "recall_owners" not in line)
     estimate = re.search(r"rows=(\d+)", scan)
     rows = f", est. {int(estimate.group(1)):,} rows" if estimate else ""
     if "Order By: (embedding <=>" in plan:
@@ -241,6 +240,12 @@ async def load(url: str, server_url: str, layout: Layout) -> dict[str, float]:
         "SELECT pg_get_indexdef('message_embeddings_hnsw'::regclass)"))
     await conn.execute("DROP INDEX message_embeddings_hnsw")
     owners = layout.measured() + layout.small()
+    # Each user counted as the indexer would have by the end, so that every row is written
+    # in or out of the HNSW index as its user's would be (memory/indexer.py `ann_from`).
+    ann_from = IndexerConfig().ann_from
+    await conn.copy_records_to_table(
+        "recall_owners", columns=["tenant_id", "user_id", "messages", "ann"],
+        records=[(o.tenant, o.user, o.rows, o.rows >= ann_from) for o in owners])
     await conn.copy_records_to_table("chats", columns=["id", "tenant_id", "user_id"], records=[
         (chat_id(i, c), o.tenant, o.user) for i, o in enumerate(owners)
         for c in range(-(-o.rows // CHAT_ROWS))
@@ -342,7 +347,8 @@ def _params(owner: Owner, vector: np.ndarray, k: int) -> dict[str, Any]:
     from pgvector import Vector
 
     return {"qv": Vector(vector), "t": owner.tenant, "u": owner.user, "n": k, "exclude": [],
-            "dense": True, "hide_chat": None, "hide_before": None}
+            "dense": True, "hide_chat": None, "hide_before": None, "shown_chat": None,
+            "shown_from": None, "shown_at": None}
 
 
 async def _set(conn: Any, settings: Settings, reset: bool = False) -> None:
@@ -441,8 +447,10 @@ async def measure_small(engine: AsyncEngine, q: Queries) -> list[str]:
     """Small users, one query each: every plan must return all min(k, rows) of their rows."""
     want = min(q.k, SMALL_ROWS)
     lines = []
-    for name, settings in (("exact", EXACT), ("production", ()), ("HNSW forced", HNSW)):
-        result = await run(engine, DENSE, q.owners, q.vectors, q.k, settings)
+    for name, statement, settings in (("exact", DENSE_SMALL, EXACT),
+                                      ("production (known small)", DENSE_SMALL, ()),
+                                      ("production (not known yet)", DENSE, ())):
+        result = await run(engine, statement, q.owners, q.vectors, q.k, settings)
         full = sum(len(ids) == want for ids in result.ids)
         lines.append(
             f"| {name} | {pair(result.ms)} | {full}/{len(q.owners)} | {min(map(len, result.ids))} "
@@ -648,8 +656,9 @@ async def measure(
         for q, plan in zip(measured, plans, strict=True):
             print(f"\nEXPLAIN (ANALYZE, BUFFERS), production, {q.owner.rows:,} memories:\n{plan}")
         if small:
-            for name, settings in (("production", ()), ("HNSW forced", HNSW)):
-                plan = await explain(engine, DENSE, small.owner, small.vectors[0], k, settings)
+            for name, statement in (("production (known small)", DENSE_SMALL),
+                                    ("production (not known yet)", DENSE)):
+                plan = await explain(engine, statement, small.owner, small.vectors[0], k)
                 print(f"\nEXPLAIN (ANALYZE, BUFFERS), {name}, a {SMALL_ROWS}-row user:\n{plan}")
         print("\nexperiments")
         rows = []

@@ -46,12 +46,29 @@ _NOT_HIDDEN = (
 # large user's rows, and ranking them all would make recall grow with the user's history. They
 # rank by ts_rank: ts_rank_cd (cover density) cost ~27 us a row against a question's OR of
 # words, half the statement, for no better recall (bench/README.md, recall quality).
-_CANDIDATES = text(f"""
-WITH dm AS MATERIALIZED (
-    SELECT message_id AS id, row_number() OVER (ORDER BY d) AS r FROM (
+# The dense list over messages (`{dense}`) comes in two forms (migration 0008): for a user known
+# to be small, an exact scan over the user's rows, whatever they are; for any other, the rows in
+# the HNSW index (`ann`), read only if the user's rows go there, and the others by an exact scan.
+# The second serves every user; the first spares a small user's recall the planning of a part
+# that never runs (~0.1-0.3 ms, bench/README.md). Every answer says whether the user's rows go
+# into the index (a row of its own, `indexed`), which tells the next recall which form to take.
+_DENSE_ALL = f"""
         SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
         WHERE :dense AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
-        ORDER BY embedding <=> :qv LIMIT :n) x
+        ORDER BY embedding <=> :qv LIMIT :n"""
+_DENSE_SPLIT = f"""
+        (SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
+         WHERE :dense AND ann AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
+           AND EXISTS (SELECT 1 FROM recall_owners WHERE {_OWNER} AND ann)
+         ORDER BY embedding <=> :qv LIMIT :n)
+        UNION ALL
+        (SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
+         WHERE :dense AND NOT ann AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
+         ORDER BY embedding <=> :qv LIMIT :n)
+        ORDER BY d LIMIT :n"""
+_CANDIDATES = f"""
+WITH dm AS MATERIALIZED (
+    SELECT message_id AS id, row_number() OVER (ORDER BY d) AS r FROM ({{dense}}) x
 ), km AS MATERIALIZED (
     SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, to_tsquery('jin_search', :q)) DESC)
            AS r
@@ -77,13 +94,22 @@ WITH dm AS MATERIALIZED (
     ORDER BY r LIMIT :n
 )
 SELECT 'message' AS source, m.id, m.content AS text, m.created_at, m.kind AS role, m.chat_id,
-       0.5::float8 AS importance, r.dense AS dense_rank, r.keyword AS keyword_rank
+       0.5::float8 AS importance, r.dense AS dense_rank, r.keyword AS keyword_rank,
+       NULL::bool AS indexed
 FROM (SELECT id, dm.r AS dense, km.r AS keyword FROM dm FULL JOIN km USING (id)) r
 JOIN messages m ON m.id = r.id
 UNION ALL
-SELECT 'fact', f.id, f.text, f.updated_at, 'fact', NULL, f.importance, r.dense, r.keyword
+SELECT 'fact', f.id, f.text, f.updated_at, 'fact', NULL, f.importance, r.dense, r.keyword, NULL
 FROM (SELECT id, df.r AS dense, kf.r AS keyword FROM df FULL JOIN kf USING (id)) r
-JOIN memories f ON f.id = r.id""")
+JOIN memories f ON f.id = r.id
+UNION ALL
+SELECT 'user', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       COALESCE((SELECT ann FROM recall_owners WHERE {_OWNER}), false)"""
+_FOR_SMALL_USERS = text(_CANDIDATES.replace("{dense}", _DENSE_ALL))
+_FOR_ANY_USER = text(_CANDIDATES.replace("{dense}", _DENSE_SPLIT))
+# Users whose rows were outside the HNSW index when recall last looked (per worker).
+# Past this many the dict starts over; each user then takes the form that serves anyone once.
+_MAX_KNOWN_SMALL = 100_000
 
 # Longer queries are cut: the embedder reads a few hundred tokens anyway, and full text needs
 # no more than its words. Where the indexer cuts a message: a query's vector is its text's own.
@@ -104,6 +130,7 @@ class PostgresRecall:
         self._text_vectors = embedder_name if embedder_name and embedder.symmetric else None
         self._count = count_tokens
         self.config = config
+        self._small: set[tuple[str, str]] = set()  # see _FOR_SMALL_USERS
 
     async def query_vector(self, query: str) -> list[float] | None:
         return None if self.config.mode == "keyword" else await self._embed(query)
@@ -167,9 +194,25 @@ class PostgresRecall:
             "shown_from": shown_from[1] if shown_from else None,
             "shown_at": shown_from[2] if shown_from else None,
         }
+        owner = (tenant_id, user_id)
+        statement = _FOR_SMALL_USERS if owner in self._small else _FOR_ANY_USER
         async with checkout(self._db) as conn:
-            rows = await fetch(conn, _CANDIDATES, params)
-        return [_candidate(row) for row in rows]
+            rows = await fetch(conn, statement, params)
+        found = []
+        for row in rows:
+            if row["source"] == "user":  # whether the user's rows go into the index
+                self._learn(owner, small=not row["indexed"])
+            else:
+                found.append(_candidate(row))
+        return found
+
+    def _learn(self, owner: tuple[str, str], *, small: bool) -> None:
+        if not small:
+            self._small.discard(owner)
+        elif owner not in self._small:
+            if len(self._small) >= _MAX_KNOWN_SMALL:
+                self._small.clear()
+            self._small.add(owner)
 
 
 def _candidate(row: Any) -> Candidate:

@@ -19,6 +19,8 @@ _HNSW = (
     ("message_embeddings_hnsw", "message_embeddings"),
     ("memories_hnsw", "memories"),
 )
+# Since 0008 the messages' index holds only the rows of users who need it (`ann`).
+_PARTIAL = {"message_embeddings": "ann"}
 
 
 def configured_dim(attributes: dict[str, Any]) -> int:
@@ -49,5 +51,11 @@ def resize(op: Any, dim: int) -> None:
     op.execute("UPDATE memories SET embedding = NULL, embedder = NULL")
     op.execute(f"ALTER TABLE message_embeddings ALTER COLUMN embedding TYPE vector({dim})")
     op.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({dim})")
+    columns = {(table, column) for table, column in op.get_bind().execute(sa.text(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema()"))}
     for index, table in _HNSW:
-        op.execute(f"CREATE INDEX {index} ON {table} USING hnsw (embedding vector_cosine_ops)")
+        where = _PARTIAL.get(table)
+        where = f" WHERE {where}" if where and (table, where) in columns else ""
+        op.execute(f"CREATE INDEX {index} ON {table} USING hnsw (embedding vector_cosine_ops)"
+                   f"{where}")
