@@ -187,14 +187,15 @@ async def _memory(
         log.error("memory is OFF: %s", problem)
         return _Memory(provider, None, None, None, problem)
     facts = PostgresFactStore(db, embedder, provider.model,
-                              FactConfig(duplicate_cosine=duplicate_cosine(settings)))
+                              FactConfig(duplicate_cosine=duplicate_cosine(settings),
+                                         ann_from=settings.recall_ann_from))
     recall_config = settings.recall_config()
     recall = PostgresRecall(db, embedder, counter.count, recall_config,
                             embedder_name=provider.model) if recall_config.enabled else None
     indexer = Indexer(db, embedder, provider.model,
                       IndexerConfig(batch_size=settings.indexer_batch_size,
                                     claim_seconds=settings.indexer_claim_seconds,
-                                    ann_from=settings.indexer_ann_from))
+                                    ann_from=settings.recall_ann_from))
     log.info("memory: embedder %s (%d dims), recall %s", provider.model, embedder.dim,
              recall_config.mode if recall else "off")
     return _Memory(provider, facts, recall, indexer, None)

@@ -127,7 +127,7 @@ async def _messages(
         await fetch(conn, _RETRY_PARKED, {})
     indexer = Indexer(db, embedder, name, IndexerConfig(
         batch_size=settings.indexer_batch_size, claim_seconds=settings.indexer_claim_seconds,
-        ann_from=settings.indexer_ann_from))
+        ann_from=settings.recall_ann_from))
     progress = Progress("messages", await indexer.pending(), out)
     while True:
         batch = await indexer.drain()

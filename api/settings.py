@@ -95,8 +95,8 @@ class Settings(BaseSettings):
     fact_duplicate_cosine: float | None = Field(default=None, gt=0, le=1)
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
-    # A user's message vectors go into the HNSW index from this many on (migration 0008).
-    indexer_ann_from: int = Field(default=1000, ge=0)
+    # A user's vectors go into the HNSW indexes once the user has this many messages or facts.
+    recall_ann_from: int = Field(default=1000, ge=0)
     provider_connect_timeout: float = Field(default=10.0, gt=0)
     provider_read_timeout: float = Field(default=120.0, gt=0)  # between two chunks
     provider_total_timeout: float = Field(default=600.0, gt=0)  # a whole call, streamed or not

@@ -31,6 +31,7 @@ from chat.tables import checkout, fetch
 from chat.types import MAX_POSITION
 from llm.errors import LLMError, MalformedStream, ProviderHTTPError
 from llm.ports import Embedder
+from memory.owners import ANN_FROM, join_index
 
 log = logging.getLogger("jin.indexer")
 
@@ -59,10 +60,10 @@ RETURNING m.id, m.content, q.attempts, q.embedding, q.embedder""")
 
 # The users of a batch, counted first, in one order, so that two workers' writes cannot
 # deadlock on them. Their rows stay locked for the transaction, so no user joins the HNSW index
-# (below) while a write of theirs is half-way. Per user: the count and whether the user's rows go
-# into the index. The count is of rows written: a message embedded again (`jin reindex`) counts
-# again, which can only bring its user into the index sooner. (Telling new rows from rewritten
-# ones took a probe per row of the partitioned table: ~1 ms of Postgres a batch.)
+# (memory/owners.py) while a write of theirs is half-way. Per user: the count and whether the
+# user's rows go into the index. The count is of rows written: a message embedded again (`jin
+# reindex`) counts again, which can only bring its user into the index sooner. (Telling new rows
+# from rewritten ones took a probe per row of the partitioned table: ~1 ms of Postgres a batch.)
 _COUNT = text("""
 INSERT INTO recall_owners AS o (tenant_id, user_id, messages)
 SELECT ch.tenant_id, ch.user_id, count(*)
@@ -71,14 +72,6 @@ WHERE m.id = ANY(:ids)
 GROUP BY 1, 2 ORDER BY 1, 2
 ON CONFLICT (tenant_id, user_id) DO UPDATE SET messages = o.messages + EXCLUDED.messages
 RETURNING o.tenant_id, o.user_id, o.messages, o.ann""")
-
-# A user joins the HNSW index (migration 0008): from now on, and the rows written before,
-# found by the small partial index of the rows outside it.
-_JOIN_INDEX = text("""
-WITH o AS (
-    UPDATE recall_owners SET ann = true WHERE tenant_id = :t AND user_id = :u
-)
-UPDATE message_embeddings SET ann = true WHERE tenant_id = :t AND user_id = :u AND NOT ann""")
 
 # Then the vectors and the dequeue. The insert's foreign key check locks the messages rows (KEY
 # SHARE) before the queue rows, the order in which deleting a chat locks them (messages, then
@@ -143,10 +136,7 @@ class IndexerConfig:
     # Once woken, wait this long before claiming, so the messages of the steps of the next
     # moments share one claim, one embedding call and one write instead of one each.
     gather_seconds: float = 0.2
-    # A user's message vectors go into the HNSW index from this many on; below it, recall's
-    # exact scan over the user's rows is as fast (bench/README.md) and each row's write ~0.2 ms
-    # of Postgres cheaper.
-    ann_from: int = 1000
+    ann_from: int = ANN_FROM  # a user's vectors go into the HNSW indexes from this many on
 
 
 @dataclass(frozen=True)
@@ -255,11 +245,8 @@ class Indexer:
         async with checkout(self._db) as conn, conn.raw.transaction():  # all, or nothing
             for owner in await fetch(conn, _COUNT, {"ids": ids}):
                 if not owner["ann"] and owner["messages"] >= self.config.ann_from:
-                    await fetch(conn, _JOIN_INDEX, {"t": owner["tenant_id"],
-                                                    "u": owner["user_id"]})
-                    log.info("user %s/%s has %d messages indexed: their vectors join the "
-                             "HNSW index", owner["tenant_id"], owner["user_id"],
-                             owner["messages"])
+                    await join_index(conn, owner["tenant_id"], owner["user_id"],
+                                     f"{owner['messages']} messages indexed")
             await fetch(conn, _WRITE, {
                 "ids": ids, "embedder": self.embedder_name,
                 "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],

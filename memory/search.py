@@ -46,12 +46,14 @@ _NOT_HIDDEN = (
 # large user's rows, and ranking them all would make recall grow with the user's history. They
 # rank by ts_rank: ts_rank_cd (cover density) cost ~27 us a row against a question's OR of
 # words, half the statement, for no better recall (bench/README.md, recall quality).
-# The dense list over messages (`{dense}`) comes in two forms (migration 0008): for a user known
-# to be small, an exact scan over the user's rows, whatever they are; for any other, the rows in
-# the HNSW index (`ann`), read only if the user's rows go there, and the others by an exact scan.
-# The second serves every user; the first spares a small user's recall the planning of a part
-# that never runs (~0.1-0.3 ms, bench/README.md). Every answer says whether the user's rows go
-# into the index (a row of its own, `indexed`), which tells the next recall which form to take.
+# The dense lists (`{dense}` over messages, `{dense_facts}` over facts) come in two forms
+# (migration 0008, memory/owners.py): for a user known to be small, an exact scan over the user's
+# rows, whatever they are; for any other, the rows in the HNSW index (`ann`), read only if the
+# user's rows go there, and the others by an exact scan. The second serves every user; the first
+# spares a small user's recall the planning of parts that never run (~0.14 ms a call,
+# bench/README.md). Every answer says whether the user's rows go into the indexes (a row of its
+# own, `indexed`), which tells the next recall which form to take.
+_USER_INDEXED = f"EXISTS (SELECT 1 FROM recall_owners WHERE {_OWNER} AND ann)"
 _DENSE_ALL = f"""
         SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
         WHERE :dense AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
@@ -59,11 +61,25 @@ _DENSE_ALL = f"""
 _DENSE_SPLIT = f"""
         (SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
          WHERE :dense AND ann AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
-           AND EXISTS (SELECT 1 FROM recall_owners WHERE {_OWNER} AND ann)
+           AND {_USER_INDEXED}
          ORDER BY embedding <=> :qv LIMIT :n)
         UNION ALL
         (SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
          WHERE :dense AND NOT ann AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
+         ORDER BY embedding <=> :qv LIMIT :n)
+        ORDER BY d LIMIT :n"""
+_CURRENT_FACTS = f"{_OWNER} AND valid_to IS NULL AND embedding IS NOT NULL"
+_DENSE_FACTS_ALL = f"""
+        SELECT id, embedding <=> :qv AS d FROM memories
+        WHERE :dense AND {_CURRENT_FACTS}
+        ORDER BY embedding <=> :qv LIMIT :n"""
+_DENSE_FACTS_SPLIT = f"""
+        (SELECT id, embedding <=> :qv AS d FROM memories
+         WHERE :dense AND ann AND {_CURRENT_FACTS} AND {_USER_INDEXED}
+         ORDER BY embedding <=> :qv LIMIT :n)
+        UNION ALL
+        (SELECT id, embedding <=> :qv AS d FROM memories
+         WHERE :dense AND NOT ann AND {_CURRENT_FACTS}
          ORDER BY embedding <=> :qv LIMIT :n)
         ORDER BY d LIMIT :n"""
 _CANDIDATES = f"""
@@ -79,10 +95,7 @@ WITH dm AS MATERIALIZED (
         ORDER BY created_at DESC LIMIT :scan) x
     ORDER BY r LIMIT :n
 ), df AS MATERIALIZED (
-    SELECT id, row_number() OVER (ORDER BY d) AS r FROM (
-        SELECT id, embedding <=> :qv AS d FROM memories
-        WHERE :dense AND {_OWNER} AND valid_to IS NULL AND embedding IS NOT NULL
-        ORDER BY embedding <=> :qv LIMIT :n) x
+    SELECT id, row_number() OVER (ORDER BY d) AS r FROM ({{dense_facts}}) x
 ), kf AS MATERIALIZED (
     SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, to_tsquery('jin_search', :q)) DESC)
            AS r
@@ -105,8 +118,10 @@ JOIN memories f ON f.id = r.id
 UNION ALL
 SELECT 'user', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        COALESCE((SELECT ann FROM recall_owners WHERE {_OWNER}), false)"""
-_FOR_SMALL_USERS = text(_CANDIDATES.replace("{dense}", _DENSE_ALL))
-_FOR_ANY_USER = text(_CANDIDATES.replace("{dense}", _DENSE_SPLIT))
+_FOR_SMALL_USERS = text(_CANDIDATES.replace("{dense}", _DENSE_ALL)
+                        .replace("{dense_facts}", _DENSE_FACTS_ALL))
+_FOR_ANY_USER = text(_CANDIDATES.replace("{dense}", _DENSE_SPLIT)
+                     .replace("{dense_facts}", _DENSE_FACTS_SPLIT))
 # Users whose rows were outside the HNSW index when recall last looked (per worker).
 # Past this many the dict starts over; each user then takes the form that serves anyone once.
 _MAX_KNOWN_SMALL = 100_000

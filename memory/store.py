@@ -4,8 +4,9 @@ A fact that already exists for the user, by normalised text or by meaning (cosin
 least `duplicate_cosine`, with the same numbers and names: memory/facts.py `key_terms`), is never
 added twice: the same text is touched and gains its new sources; a close paraphrase supersedes
 it (the old row gets `valid_to` and `superseded_by`, the new one inherits its sources). Writes of
-one user are serialised by a transaction-level advisory lock, so two workers cannot both add the
-same fact.
+one user are serialised by the user's row of `recall_owners`, held for the transaction, so two
+workers cannot both add the same fact; the row also says whether the user's facts go into the
+HNSW index (memory/owners.py), and counts them.
 """
 
 from __future__ import annotations
@@ -24,9 +25,34 @@ from chat.tables import Driver, checkout, fetch
 from llm.ports import Embedder
 from memory.duplicates import Add, Batch, Candidate, Decision, Stored, Supersede, Touch
 from memory.facts import clean, key_terms, normalize
+from memory.owners import ANN_FROM, join_index
 from memory.ports import Fact, FactWrite
 
-_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:t || chr(31) || :u, 0))")
+# The user's row, taken for the transaction (an update that changes nothing, to lock it).
+_HOLD = text("""
+INSERT INTO recall_owners AS o (tenant_id, user_id) VALUES (:t, :u)
+ON CONFLICT (tenant_id, user_id) DO UPDATE SET facts = o.facts
+RETURNING o.ann""")
+
+_COUNT = text("""
+UPDATE recall_owners SET facts = facts + :added WHERE tenant_id = :t AND user_id = :u
+RETURNING facts, ann""")
+
+_CURRENT = "tenant_id = :t AND user_id = :u AND valid_to IS NULL AND embedding IS NOT NULL"
+
+
+def _nearest_to(vector: str, ann: bool) -> str:
+    """The user's current fact nearest a vector: for a user outside the HNSW index an exact scan;
+    for one in it, the index over the rows in it and an exact scan over any others (memory/
+    owners.py: a fact written by a worker of before 0008)."""
+    if not ann:
+        return (f"SELECT id, text, embedding <=> {vector} AS d FROM memories "
+                f"WHERE {_CURRENT} ORDER BY embedding <=> {vector} LIMIT 1")
+    return (f"SELECT * FROM ((SELECT id, text, embedding <=> {vector} AS d FROM memories "
+            f"WHERE ann AND {_CURRENT} ORDER BY embedding <=> {vector} LIMIT 1) UNION ALL "
+            f"(SELECT id, text, embedding <=> {vector} AS d FROM memories "
+            f"WHERE NOT ann AND {_CURRENT} ORDER BY embedding <=> {vector} LIMIT 1)) x "
+            "ORDER BY d LIMIT 1")
 
 # The hash finds the row through `memories_current` (unique on md5(normalized): migration 0003);
 # the text itself rules out a collision.
@@ -35,10 +61,8 @@ SELECT id, text, 1.0::float8 AS similarity FROM memories
 WHERE tenant_id = :t AND user_id = :u AND valid_to IS NULL
   AND md5(normalized) = md5(CAST(:norm AS text)) AND normalized = :norm""")
 
-_NEAREST = text("""
-SELECT id, text, 1 - (embedding <=> :v) AS similarity FROM memories
-WHERE tenant_id = :t AND user_id = :u AND valid_to IS NULL AND embedding IS NOT NULL
-ORDER BY embedding <=> :v LIMIT 1""")
+_NEAREST = {ann: text(f"SELECT id, text, 1 - d AS similarity FROM ({_nearest_to(':v', ann)}) n")
+            for ann in (False, True)}
 
 _TOUCH = text("""
 UPDATE memories SET updated_at = now(), importance = GREATEST(importance, :importance),
@@ -53,26 +77,24 @@ WITH old AS (
     WHERE id = :old_id RETURNING source_message_ids, importance
 )
 INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
-                      source_message_ids, origin)
+                      source_message_ids, origin, ann)
 SELECT :new_id, :t, :u, :text, :norm, :v, :embedder, GREATEST(old.importance, :importance),
-       ARRAY(SELECT DISTINCT unnest(old.source_message_ids || CAST(:sources AS uuid[]))), :origin
+       ARRAY(SELECT DISTINCT unnest(old.source_message_ids || CAST(:sources AS uuid[]))), :origin,
+       :ann
 FROM old""")
 
 # Every fact of a write looked up at once: a current row of the same text, and the nearest
 # current row by meaning (memory/duplicates.py decides from these, in order).
-_LOOKUP = text("""
+_LOOKUP = {ann: text(f"""
 SELECT s.id AS same_id, s.text AS same_text, s.has_vector,
-       n.id AS near_id, n.text AS near_text, n.similarity
+       n.id AS near_id, n.text AS near_text, 1 - n.d AS similarity
 FROM unnest(CAST(:norms AS text[]), CAST(:vectors AS vector[])) WITH ORDINALITY AS b(norm, v, i)
 LEFT JOIN LATERAL (
     SELECT id, text, embedding IS NOT NULL AS has_vector FROM memories
     WHERE tenant_id = :t AND user_id = :u AND valid_to IS NULL
       AND md5(normalized) = md5(b.norm) AND normalized = b.norm) s ON true
-LEFT JOIN LATERAL (
-    SELECT id, text, 1 - (embedding <=> b.v) AS similarity FROM memories
-    WHERE tenant_id = :t AND user_id = :u AND valid_to IS NULL AND embedding IS NOT NULL
-    ORDER BY embedding <=> b.v LIMIT 1) n ON true
-ORDER BY b.i""")
+LEFT JOIN LATERAL ({_nearest_to('b.v', ann)}) n ON true
+ORDER BY b.i""") for ann in (False, True)}
 
 # What a write decided, a statement a kind, in this order: touches (of rows stored before the
 # write), inserts, then supersedes (which may end a row the inserts just wrote).
@@ -86,9 +108,9 @@ WHERE m.id = b.id""")
 
 _INSERT_ALL = text("""
 INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
-                      source_message_ids, origin)
+                      source_message_ids, origin, ann)
 SELECT b.id, :t, :u, b.text, b.norm, b.v, :embedder, :importance, CAST(:sources AS uuid[]),
-       :origin
+       :origin, :ann
 FROM unnest(CAST(:ids AS uuid[]), CAST(:texts AS text[]), CAST(:norms AS text[]),
             CAST(:vectors AS vector[])) AS b(id, text, norm, v)""")
 
@@ -102,16 +124,17 @@ WITH b AS (
     FROM b WHERE m.id = b.old_id RETURNING m.id, m.source_message_ids, m.importance
 )
 INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
-                      source_message_ids, origin)
+                      source_message_ids, origin, ann)
 SELECT b.id, :t, :u, b.text, b.norm, b.v, :embedder, GREATEST(old.importance, :importance),
-       ARRAY(SELECT DISTINCT unnest(old.source_message_ids || CAST(:sources AS uuid[]))), :origin
+       ARRAY(SELECT DISTINCT unnest(old.source_message_ids || CAST(:sources AS uuid[]))), :origin,
+       :ann
 FROM old JOIN b ON b.old_id = old.id""")
 
 _INSERT = text("""
 INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
-                      source_message_ids, origin)
+                      source_message_ids, origin, ann)
 VALUES (:new_id, :t, :u, :text, :norm, :v, :embedder, :importance, CAST(:sources AS uuid[]),
-        :origin)""")
+        :origin, :ann)""")
 
 _FACT_COLUMNS = (
     "id, text, importance, origin, source_message_ids, valid_from, valid_to, superseded_by, "
@@ -140,6 +163,7 @@ SELECT {_FACT_COLUMNS} FROM memories WHERE tenant_id = :t AND user_id = :u AND i
 class FactConfig:
     duplicate_cosine: float = 0.92
     max_chars: int = 2000
+    ann_from: int = ANN_FROM  # a user's vectors go into the HNSW indexes from this many on
 
 
 class PostgresFactStore:
@@ -182,15 +206,21 @@ class PostgresFactStore:
         common = {"t": tenant_id, "u": user_id, "embedder": self._embedder_name,
                   "importance": importance, "sources": sources, "origin": origin}
         async with checkout(self._db) as conn, conn.raw.transaction():  # the lock's, for all
-            await fetch(conn, _LOCK, common)
-            return await self._write_all(conn, candidates, common)
+            [owner] = await fetch(conn, _HOLD, common)
+            writes = await self._write_all(conn, candidates, {**common, "ann": owner["ann"]})
+            added = sum(1 for w in writes if w.action != "updated")
+            if added:
+                [owner] = await fetch(conn, _COUNT, {**common, "added": added})
+                if not owner["ann"] and owner["facts"] >= self.config.ann_from:
+                    await join_index(conn, tenant_id, user_id, f"{owner['facts']} facts")
+            return writes
 
     async def _write_all(
         self, conn: Driver, facts: list[Candidate], common: dict[str, Any]
     ) -> list[FactWrite]:
         """Look every fact up in one statement, decide in order, write in three at most. A fact
         the lookup cannot decide (memory/duplicates.py) and those after it go one by one."""
-        found = await fetch(conn, _LOOKUP, {
+        found = await fetch(conn, _LOOKUP[common["ann"]], {
             **common, "norms": [f.norm for f in facts],
             "vectors": [Vector(f.vector) for f in facts],
         })
@@ -234,7 +264,7 @@ class PostgresFactStore:
         if same:
             await fetch(conn, _TOUCH, {**params, "id": same[0]["id"]})
             return FactWrite("updated", same[0]["id"], params["text"], None)
-        near = await fetch(conn, _NEAREST, params)
+        near = await fetch(conn, _NEAREST[params["ann"]], params)
         if (near and near[0]["similarity"] >= self.config.duplicate_cosine
                 and key_terms(near[0]["text"]) == key_terms(params["text"])):
             await fetch(conn, _SUPERSEDE, {**params, "old_id": near[0]["id"]})

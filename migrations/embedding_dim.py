@@ -19,8 +19,8 @@ _HNSW = (
     ("message_embeddings_hnsw", "message_embeddings"),
     ("memories_hnsw", "memories"),
 )
-# Since 0008 the messages' index holds only the rows of users who need it (`ann`).
-_PARTIAL = {"message_embeddings": "ann"}
+# Since 0008 the indexes hold only the rows of users who need them (`ann`).
+_PARTIAL = {"message_embeddings": "ann", "memories": "ann"}
 
 
 def configured_dim(attributes: dict[str, Any]) -> int:

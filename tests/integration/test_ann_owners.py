@@ -1,6 +1,7 @@
-"""Which users' message vectors go into the HNSW index (migration 0008), on real Postgres: a
-user joins it at the threshold with every earlier row, recall finds a user's rows in either
-state, and an upgrade keeps the users of before in the index."""
+"""Which users' vectors go into the HNSW indexes (migration 0008), on real Postgres: a user joins
+them at the threshold, of messages or of facts, with every earlier row; recall and the fact
+store's duplicate checks find a user's rows in either state; an upgrade keeps the users of before
+in the indexes."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from llm.onnx_embedder import OnnxMiniLM
 from memory.indexer import Indexer, IndexerConfig
 from memory.recall import RecallConfig
 from memory.search import PostgresRecall
+from memory.store import FactConfig, PostgresFactStore
 from tests.integration.history import import_chat
 
 ANA = [
@@ -96,6 +98,44 @@ async def test_a_user_who_grows_past_the_threshold_is_recalled_by_a_worker_that_
         assert result.items[0].text.startswith(found)
 
 
+async def test_a_user_joins_the_indexes_by_facts_and_duplicates_are_still_caught(
+    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    chat_id, _ = await import_chat(engine, "t", "ana", ANA[:2])
+    await Indexer(memory_db, minilm, minilm.name).index_chat(chat_id)  # far below 1,000
+    facts = PostgresFactStore(memory_db, minilm, minilm.name, FactConfig(ann_from=3))
+    recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig())
+
+    async def first(query: str) -> str:
+        result = await recall.recall("t", "ana", query, config=RecallConfig(mode="dense"))
+        return result.items[0].text
+
+    await facts.remember("t", "ana", ["Ana's favourite colour is green."], [])
+    await facts.remember("t", "ana", ["Ana's favourite colour is green."], [])  # the same
+    assert await _rows(engine, "SELECT facts, ann FROM recall_owners") == [(1, False)]
+    assert (await first("which colour does Ana like?")).startswith("Ana's favourite colour")
+    await facts.remember("t", "ana", ["Ana works at a bakery in Lviv.",
+                                      "Ana's cat is called Pixel."], [])
+    # The third fact crossed the threshold: her facts and her messages are in the indexes.
+    assert await _rows(engine, "SELECT facts, ann FROM recall_owners") == [(3, True)]
+    assert await _rows(engine, "SELECT DISTINCT ann FROM memories") == [(True,)]
+    assert await _rows(engine, "SELECT DISTINCT ann FROM message_embeddings") == [(True,)]
+    assert (await first("what is the name of Ana's cat?")).startswith("Ana's cat")
+    recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig())
+    assert (await first("what is the name of Ana's cat?")).startswith("Ana's cat")  # anew
+    found = await recall.recall("t", "ana", "where is the spare key?",
+                                config=RecallConfig(mode="dense"))
+    assert any(i.text.startswith("The spare key") for i in found.items)  # a message
+    # A paraphrase still supersedes and the same text still updates, through the index now.
+    [paraphrase] = await facts.write("t", "ana", ["Ana's favourite colour is green!"], [],
+                                     origin="tool")
+    [same] = await facts.write("t", "ana", ["Ana works at a bakery in Lviv."], [],
+                               origin="tool")
+    assert (paraphrase.action, same.action) == ("superseded", "updated")
+    assert await _rows(engine, "SELECT count(*) FILTER (WHERE valid_to IS NULL), bool_and(ann) "
+                               "FROM memories") == [(3, True)]
+
+
 @pytest.fixture
 async def empty_url(engine: AsyncEngine, database_url: str) -> AsyncIterator[str]:
     name = f"jin_upgrade_{uuid.uuid4().hex[:12]}"
@@ -126,18 +166,24 @@ async def test_upgrading_to_0008_keeps_the_users_of_before_in_the_index(empty_ur
                 "embedding, content_tsv, embedder) VALUES (:m, :chat, 't', 'ana', "
                 "CAST(:v AS vector), to_tsvector('park'), 'e')"),
                 {"m": message, "chat": chat, "v": vector})
+            for user in ("ana", "ben"):  # Ben has facts and no messages
+                await conn.execute(text(
+                    "INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding) "
+                    "VALUES (gen_random_uuid(), 't', :u, 'Likes tea.', 'likes tea', "
+                    "CAST(:v AS vector))"), {"u": user, "v": vector})
         await asyncio.to_thread(migrate, empty_url)
         assert await _rows(db, "SELECT ann FROM message_embeddings") == [(True,)]
-        assert await _rows(db, "SELECT user_id, messages, ann FROM recall_owners") == [
-            ("ana", 1, True)]
-        [(index,)] = await _rows(db, "SELECT indexdef FROM pg_indexes "
-                                     "WHERE indexname = 'message_embeddings_hnsw'")
-        assert "hnsw" in index and index.endswith("WHERE ann")
+        assert await _rows(db, "SELECT DISTINCT ann FROM memories") == [(True,)]
+        assert await _rows(db, "SELECT user_id, messages, facts, ann FROM recall_owners "
+                               "ORDER BY user_id") == [("ana", 1, 1, True), ("ben", 0, 1, True)]
+        indexes = "SELECT indexdef FROM pg_indexes WHERE indexname LIKE '%\\_hnsw' ORDER BY 1"
+        definitions = [row[0] for row in await _rows(db, indexes)]
+        assert len(definitions) == 2
+        assert all("hnsw" in d and d.endswith("WHERE ann") for d in definitions)
 
         await asyncio.to_thread(downgrade, empty_url, "0007")
-        [(index,)] = await _rows(db, "SELECT indexdef FROM pg_indexes "
-                                     "WHERE indexname = 'message_embeddings_hnsw'")
-        assert "hnsw" in index and "WHERE" not in index
-        assert await _rows(db, "SELECT count(*) FROM message_embeddings") == [(1,)]
+        definitions = [row[0] for row in await _rows(db, indexes)]
+        assert len(definitions) == 2 and all("WHERE" not in d for d in definitions)
+        assert await _rows(db, "SELECT count(*) FROM memories") == [(2,)]
     finally:
         await db.dispose()
