@@ -31,7 +31,7 @@ from chat.tables import checkout, fetch
 from chat.types import MAX_POSITION
 from llm.errors import LLMError, MalformedStream, ProviderHTTPError
 from llm.ports import Embedder
-from memory.owners import ANN_FROM, join_index
+from memory.owners import ANN_FROM, count_written
 
 log = logging.getLogger("jin.indexer")
 
@@ -58,35 +58,24 @@ FROM c JOIN messages m ON m.id = c.message_id
 WHERE q.message_id = c.message_id
 RETURNING m.id, m.content, q.attempts, q.embedding, q.embedder""")
 
-# The users of a batch, counted first, in one order, so that two workers' writes cannot
-# deadlock on them. Their rows stay locked for the transaction, so no user joins the HNSW index
-# (memory/owners.py) while a write of theirs is half-way. Per user: the count and whether the
-# user's rows go into the index. The count is of rows written: a message embedded again (`jin
-# reindex`) counts again, which can only bring its user into the index sooner. (Telling new rows
-# from rewritten ones took a probe per row of the partitioned table: ~1 ms of Postgres a batch.)
-_COUNT = text("""
-INSERT INTO recall_owners AS o (tenant_id, user_id, messages)
-SELECT ch.tenant_id, ch.user_id, count(*)
-FROM messages m JOIN chats ch ON ch.id = m.chat_id
-WHERE m.id = ANY(:ids)
-GROUP BY 1, 2 ORDER BY 1, 2
-ON CONFLICT (tenant_id, user_id) DO UPDATE SET messages = o.messages + EXCLUDED.messages
-RETURNING o.tenant_id, o.user_id, o.messages, o.ann""")
-
-# Then the vectors and the dequeue. The insert's foreign key check locks the messages rows (KEY
-# SHARE) before the queue rows, the order in which deleting a chat locks them (messages, then
-# the cascade to recall_queue). Rows deleted meanwhile are skipped by the join.
+# Vectors first, then the dequeue, in one transaction: the insert's foreign key check locks the
+# messages rows (KEY SHARE) before the queue rows, the order in which deleting a chat locks them
+# (messages, then the cascade to recall_queue). Rows deleted meanwhile are skipped by the join.
+# A row goes into the HNSW index if its user's rows do (memory/owners.py); the rows written
+# are counted after the commit.
 _WRITE = text("""
 INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embedding,
                                 content_tsv, embedder, created_at, position, ann)
 SELECT m.id, m.chat_id, ch.tenant_id, ch.user_id, b.embedding,
-       to_tsvector('jin_search', m.content), :embedder, m.created_at, m.position, o.ann
+       to_tsvector('jin_search', m.content), :embedder, m.created_at, m.position,
+       COALESCE(o.ann, false)
 FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, embedding)
 JOIN messages m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id
-JOIN recall_owners o ON o.tenant_id = ch.tenant_id AND o.user_id = ch.user_id
+LEFT JOIN recall_owners o ON o.tenant_id = ch.tenant_id AND o.user_id = ch.user_id
 ON CONFLICT (tenant_id, user_id, message_id) DO UPDATE
     SET embedding = EXCLUDED.embedding, content_tsv = EXCLUDED.content_tsv,
-        embedder = EXCLUDED.embedder""")
+        embedder = EXCLUDED.embedder
+RETURNING tenant_id, user_id, ann""")
 
 _DEQUEUE = text("DELETE FROM recall_queue WHERE message_id = ANY(:ids)")
 
@@ -242,16 +231,19 @@ class Indexer:
             return False
 
     async def _write(self, ids: list[uuid.UUID], vectors: list[list[float]]) -> None:
-        async with checkout(self._db) as conn, conn.raw.transaction():  # all, or nothing
-            for owner in await fetch(conn, _COUNT, {"ids": ids}):
-                if not owner["ann"] and owner["messages"] >= self.config.ann_from:
-                    await join_index(conn, owner["tenant_id"], owner["user_id"],
-                                     f"{owner['messages']} messages indexed")
-            await fetch(conn, _WRITE, {
-                "ids": ids, "embedder": self.embedder_name,
-                "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
-            })
-            await fetch(conn, _DEQUEUE, {"ids": ids})
+        async with checkout(self._db) as conn:
+            async with conn.raw.transaction():  # both, or neither
+                written = await fetch(conn, _WRITE, {
+                    "ids": ids, "embedder": self.embedder_name,
+                    "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
+                })
+                await fetch(conn, _DEQUEUE, {"ids": ids})
+            # A message embedded again (`jin reindex`) counts again: that can only bring its
+            # user into the index sooner. (Telling new rows from rewritten ones took a probe
+            # per row of the partitioned table: ~1 ms of Postgres a batch.)
+            await count_written(conn, "messages", (
+                ((row["tenant_id"], row["user_id"]), row["ann"]) for row in written
+            ), self.config.ann_from)
 
     async def _blame(self, message_id: uuid.UUID, exc: LLMError) -> bool:
         """Count a rejection against the message; True when this one parked it."""

@@ -4,9 +4,9 @@ A fact that already exists for the user, by normalised text or by meaning (cosin
 least `duplicate_cosine`, with the same numbers and names: memory/facts.py `key_terms`), is never
 added twice: the same text is touched and gains its new sources; a close paraphrase supersedes
 it (the old row gets `valid_to` and `superseded_by`, the new one inherits its sources). Writes of
-one user are serialised by the user's row of `recall_owners`, held for the transaction, so two
-workers cannot both add the same fact; the row also says whether the user's facts go into the
-HNSW index (memory/owners.py), and counts them.
+one user are serialised by a transaction-level advisory lock, so two workers cannot both add the
+same fact. Whether a user's facts go into the HNSW index is the user's `recall_owners` row's to
+say (memory/owners.py), read with the lock and counted after the commit.
 """
 
 from __future__ import annotations
@@ -25,26 +25,21 @@ from chat.tables import Driver, checkout, fetch
 from llm.ports import Embedder
 from memory.duplicates import Add, Batch, Candidate, Decision, Stored, Supersede, Touch
 from memory.facts import clean, key_terms, normalize
-from memory.owners import ANN_FROM, join_index
+from memory.owners import ANN_FROM, count_written
 from memory.ports import Fact, FactWrite
 
-# The user's row, taken for the transaction (an update that changes nothing, to lock it).
-_HOLD = text("""
-INSERT INTO recall_owners AS o (tenant_id, user_id) VALUES (:t, :u)
-ON CONFLICT (tenant_id, user_id) DO UPDATE SET facts = o.facts
-RETURNING o.ann""")
-
-_COUNT = text("""
-UPDATE recall_owners SET facts = facts + :added WHERE tenant_id = :t AND user_id = :u
-RETURNING facts, ann""")
+_LOCK = text("""
+SELECT pg_advisory_xact_lock(hashtextextended(:t || chr(31) || :u, 0)),
+       COALESCE((SELECT ann FROM recall_owners WHERE tenant_id = :t AND user_id = :u), false)
+       AS ann""")
 
 _CURRENT = "tenant_id = :t AND user_id = :u AND valid_to IS NULL AND embedding IS NOT NULL"
 
 
 def _nearest_to(vector: str, ann: bool) -> str:
     """The user's current fact nearest a vector: for a user outside the HNSW index an exact scan;
-    for one in it, the index over the rows in it and an exact scan over any others (memory/
-    owners.py: a fact written by a worker of before 0008)."""
+    for one in it, the index over the rows in it and an exact scan over any left outside
+    (memory/owners.py)."""
     if not ann:
         return (f"SELECT id, text, embedding <=> {vector} AS d FROM memories "
                 f"WHERE {_CURRENT} ORDER BY embedding <=> {vector} LIMIT 1")
@@ -205,15 +200,13 @@ class PostgresFactStore:
         ]
         common = {"t": tenant_id, "u": user_id, "embedder": self._embedder_name,
                   "importance": importance, "sources": sources, "origin": origin}
-        async with checkout(self._db) as conn, conn.raw.transaction():  # the lock's, for all
-            [owner] = await fetch(conn, _HOLD, common)
-            writes = await self._write_all(conn, candidates, {**common, "ann": owner["ann"]})
-            added = sum(1 for w in writes if w.action != "updated")
-            if added:
-                [owner] = await fetch(conn, _COUNT, {**common, "added": added})
-                if not owner["ann"] and owner["facts"] >= self.config.ann_from:
-                    await join_index(conn, tenant_id, user_id, f"{owner['facts']} facts")
-            return writes
+        async with checkout(self._db) as conn:
+            async with conn.raw.transaction():  # the lock's, for all
+                [owner] = await fetch(conn, _LOCK, common)
+                writes = await self._write_all(conn, candidates, {**common, "ann": owner["ann"]})
+            rows = [((tenant_id, user_id), owner["ann"]) for w in writes if w.action != "updated"]
+            await count_written(conn, "facts", rows, self.config.ann_from)
+        return writes
 
     async def _write_all(
         self, conn: Driver, facts: list[Candidate], common: dict[str, Any]

@@ -15,8 +15,10 @@ from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import create_engine, downgrade, migrate
+from chat.tables import checkout
 from llm.onnx_embedder import OnnxMiniLM
 from memory.indexer import Indexer, IndexerConfig
+from memory.owners import count_written
 from memory.recall import RecallConfig
 from memory.search import PostgresRecall
 from memory.store import FactConfig, PostgresFactStore
@@ -134,6 +136,22 @@ async def test_a_user_joins_the_indexes_by_facts_and_duplicates_are_still_caught
     assert (paraphrase.action, same.action) == ("superseded", "updated")
     assert await _rows(engine, "SELECT count(*) FILTER (WHERE valid_to IS NULL), bool_and(ann) "
                                "FROM memories") == [(3, True)]
+
+
+async def test_rows_a_writer_left_outside_after_the_user_joined_are_brought_in(
+    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    # A writer read Ana's state just before she joined the index: its rows went in outside it,
+    # and its count, coming after her joining, finds her in and brings them in.
+    chat_id, _ = await import_chat(engine, "t", "ana", ANA)
+    await Indexer(memory_db, minilm, minilm.name).index_chat(chat_id)
+    async with engine.begin() as conn:
+        await conn.execute(text("UPDATE recall_owners SET ann = true"))
+    assert await _rows(engine, "SELECT DISTINCT ann FROM message_embeddings") == [(False,)]
+    async with checkout(memory_db) as conn:
+        await count_written(conn, "messages", [(("t", "ana"), False)], ann_from=1000)
+    assert await _rows(engine, "SELECT DISTINCT ann FROM message_embeddings") == [(True,)]
+    assert await _rows(engine, "SELECT messages FROM recall_owners") == [(7,)]
 
 
 @pytest.fixture
