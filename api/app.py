@@ -163,7 +163,8 @@ class _Memory:
 
 
 async def _memory(
-    settings: Settings, db: AsyncEngine, http: Any, counter: TiktokenCounter
+    settings: Settings, db: AsyncEngine, recall_db: AsyncEngine, http: Any,
+    counter: TiktokenCounter,
 ) -> _Memory:
     """The embedder, the fact store, recall and the indexer; all off, loudly, when the
     database's vectors do not have the embedder's dimension (`jin reindex` fixes that)."""
@@ -191,7 +192,8 @@ async def _memory(
                                          ann_from=settings.recall_ann_from))
     recall_config = settings.recall_config()
     recall = PostgresRecall(db, embedder, counter.count, recall_config,
-                            embedder_name=provider.model) if recall_config.enabled else None
+                            embedder_name=provider.model, small_users=recall_db,
+                            ann_from=settings.recall_ann_from) if recall_config.enabled else None
     indexer = Indexer(db, embedder, provider.model,
                       IndexerConfig(batch_size=settings.indexer_batch_size,
                                     claim_seconds=settings.indexer_claim_seconds,
@@ -263,7 +265,10 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         chats, counter = PostgresChatStore(engine), TiktokenCounter()
         memory_db = create_memory_engine(settings.database_url or "",
                                          pool_size=max(2, settings.db_pool_size // 4))
-        memory = await _memory(settings, memory_db, http, counter)
+        # Recall of users known to be small, planned once per connection (memory/search.py).
+        recall_db = create_memory_engine(settings.database_url or "", generic_plans=True,
+                                         pool_size=max(2, settings.db_pool_size // 4))
+        memory = await _memory(settings, memory_db, recall_db, http, counter)
         compactor = Compactor(
             chats=chats,
             helper=OpenAIChatModel(helper, http),
@@ -316,6 +321,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             await listener.stop()
             await runtime.drain()
             await http.close()
+            await recall_db.dispose()
             await memory_db.dispose()
             await engine.dispose()
             if embedded is not None:

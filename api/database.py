@@ -125,15 +125,19 @@ def create_engine(
     return engine
 
 
-def create_memory_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
+def create_memory_engine(
+    url: str, *, pool_size: int = 5, generic_plans: bool = False
+) -> AsyncEngine:
     """The engine for recall and facts: vectors travel in binary (numpy), and each statement is
     planned for its own parameters, so Postgres sees how many rows the user owns: the HNSW index
     (with pgvector 0.8's iterative scan, so the owner filter cannot starve it) for a large
-    owner, the owner index and an exact scan for a small one."""
+    owner, the owner index and an exact scan for a small one. With `generic_plans`, for the
+    statements written to have one plan whatever the parameters (memory/search.py's recall of
+    a user known to be small): planned once per connection, not on every call."""
     from pgvector.asyncpg import register_vector
 
     engine = create_engine(url, pool_size=pool_size, server_settings={
-        "plan_cache_mode": "force_custom_plan",
+        "plan_cache_mode": "force_generic_plan" if generic_plans else "force_custom_plan",
         "hnsw.iterative_scan": "relaxed_order",
     })
 

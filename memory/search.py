@@ -6,21 +6,24 @@ Always scoped to one tenant and user. Runs on the memory engine (api/database.py
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from pgvector import Vector
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.tables import built, checkout, fetch
 from llm.ports import Embedder
 from memory.indexer import MAX_CHARS
+from memory.owners import ANN_FROM
 from memory.recall import Candidate, RecallConfig, RecallResult, keyword_query, rank
 
 _OWNER = "tenant_id = :t AND user_id = :u"
@@ -46,13 +49,14 @@ _NOT_HIDDEN = (
 # large user's rows, and ranking them all would make recall grow with the user's history. They
 # rank by ts_rank: ts_rank_cd (cover density) cost ~27 us a row against a question's OR of
 # words, half the statement, for no better recall (bench/README.md, recall quality).
-# The dense lists (`{dense}` over messages, `{dense_facts}` over facts) come in two forms
-# (migration 0008, memory/owners.py): for a user known to be small, an exact scan over the user's
-# rows, whatever they are; for any other, the rows in the HNSW index (`ann`), read only if the
-# user's rows go there, and the others by an exact scan. The second serves every user; the first
-# spares a small user's recall the planning of parts that never run (~0.14 ms a call,
-# bench/README.md). Every answer says whether the user's rows go into the indexes (a row of its
-# own, `indexed`), which tells the next recall which form to take.
+# The statement comes in two forms (migration 0008, memory/owners.py). For any user (`_FOR_ANY_
+# USER`, custom plans): the dense lists read the rows in the HNSW index (`ann`), only if the
+# user's rows go there, and the others by an exact scan. For a user known to be small
+# (`for_small_users`): exact scans, and a statement written to have one plan whatever the user,
+# so that it is planned once per connection (generic plans) instead of on every call. Every
+# answer says whether the user's rows go into the indexes (a row of its own, `indexed`), which
+# tells the next recall which form to take; the second form finds every row even of a user who
+# has grown since (slowly, by exact scans), and says so.
 _USER_INDEXED = f"EXISTS (SELECT 1 FROM recall_owners WHERE {_OWNER} AND ann)"
 _DENSE_ALL = f"""
         SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
@@ -82,28 +86,30 @@ _DENSE_FACTS_SPLIT = f"""
          WHERE :dense AND NOT ann AND {_CURRENT_FACTS}
          ORDER BY embedding <=> :qv LIMIT :n)
         ORDER BY d LIMIT :n"""
+_KEYWORD = f"""
+        SELECT message_id AS id, content_tsv AS tsv FROM message_embeddings
+        WHERE :keyword AND {_OWNER} AND content_tsv @@ to_tsquery('jin_search', :q)
+          AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
+        ORDER BY created_at DESC LIMIT :scan"""
+_KEYWORD_FACTS = f"""
+        SELECT id, content_tsv AS tsv FROM memories
+        WHERE :keyword AND {_OWNER} AND valid_to IS NULL
+          AND content_tsv @@ to_tsquery('jin_search', :q)
+        ORDER BY updated_at DESC LIMIT :scan"""
 _CANDIDATES = f"""
 WITH dm AS MATERIALIZED (
     SELECT message_id AS id, row_number() OVER (ORDER BY d) AS r FROM ({{dense}}) x
 ), km AS MATERIALIZED (
     SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, to_tsquery('jin_search', :q)) DESC)
            AS r
-    FROM (
-        SELECT message_id AS id, content_tsv AS tsv FROM message_embeddings
-        WHERE :keyword AND {_OWNER} AND content_tsv @@ to_tsquery('jin_search', :q)
-          AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
-        ORDER BY created_at DESC LIMIT :scan) x
+    FROM ({{keyword}}) x
     ORDER BY r LIMIT :n
 ), df AS MATERIALIZED (
     SELECT id, row_number() OVER (ORDER BY d) AS r FROM ({{dense_facts}}) x
 ), kf AS MATERIALIZED (
     SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, to_tsquery('jin_search', :q)) DESC)
            AS r
-    FROM (
-        SELECT id, content_tsv AS tsv FROM memories
-        WHERE :keyword AND {_OWNER} AND valid_to IS NULL
-          AND content_tsv @@ to_tsquery('jin_search', :q)
-        ORDER BY updated_at DESC LIMIT :scan) x
+    FROM ({{keyword_facts}}) x
     ORDER BY r LIMIT :n
 )
 SELECT 'message' AS source, m.id, m.content AS text, m.created_at, m.kind AS role, m.chat_id,
@@ -118,12 +124,52 @@ JOIN memories f ON f.id = r.id
 UNION ALL
 SELECT 'user', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        COALESCE((SELECT ann FROM recall_owners WHERE {_OWNER}), false)"""
-_FOR_SMALL_USERS = text(_CANDIDATES.replace("{dense}", _DENSE_ALL)
-                        .replace("{dense_facts}", _DENSE_FACTS_ALL))
-_FOR_ANY_USER = text(_CANDIDATES.replace("{dense}", _DENSE_SPLIT)
-                     .replace("{dense_facts}", _DENSE_FACTS_SPLIT))
+
+
+def _candidates(**parts: str) -> str:
+    statement = _CANDIDATES
+    for name, part in parts.items():
+        statement = statement.replace(f"{{{name}}}", part)
+    return statement
+
+
+_FOR_ANY_USER = text(_candidates(dense=_DENSE_SPLIT, keyword=_KEYWORD,
+                                 dense_facts=_DENSE_FACTS_SPLIT, keyword_facts=_KEYWORD_FACTS))
+
+
+@lru_cache(maxsize=32)
+def for_small_users(n: int, scan: int, rows: int) -> TextClause:
+    """The candidates of a user known to have fewer than `rows` messages and facts, written to
+    have one plan whatever the user (run with generic plans, it is planned once per connection;
+    bench/README.md): an exact scan for the dense lists; the keyword lists look for matches among
+    the user's rows by time (all of them: fewer than `rows`), where a plan made without the query
+    would take the full-text index and read every match of a common word; the query is parsed
+    once (a parameter of `to_tsquery` is not folded into a constant as a literal is, and would be
+    parsed again for every row); the lists' lengths are written in, so that the plan knows
+    them."""
+    keyword = f"""
+        SELECT id, tsv FROM (
+            SELECT message_id AS id, content_tsv AS tsv, created_at FROM message_embeddings
+            WHERE :keyword AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
+            ORDER BY created_at DESC LIMIT {rows}) a
+        WHERE tsv @@ to_tsquery('jin_search', :q)
+        ORDER BY created_at DESC LIMIT :scan"""
+    keyword_facts = f"""
+        SELECT id, tsv FROM (
+            SELECT id, content_tsv AS tsv, updated_at FROM memories
+            WHERE :keyword AND {_OWNER} AND valid_to IS NULL
+            ORDER BY updated_at DESC LIMIT {rows}) a
+        WHERE tsv @@ to_tsquery('jin_search', :q)
+        ORDER BY updated_at DESC LIMIT :scan"""
+    statement = _candidates(dense=_DENSE_ALL, keyword=keyword, dense_facts=_DENSE_FACTS_ALL,
+                            keyword_facts=keyword_facts)
+    statement = statement.replace("to_tsquery('jin_search', :q)",
+                                  "(SELECT to_tsquery('jin_search', :q))")
+    return text(re.sub(r":scan\b", str(int(scan)), re.sub(r":n\b", str(int(n)), statement)))
+
+
 # Users whose rows were outside the HNSW index when recall last looked (per worker).
-# Past this many the dict starts over; each user then takes the form that serves anyone once.
+# Past this many the set starts over; each user then takes the form that serves anyone once.
 _MAX_KNOWN_SMALL = 100_000
 
 # Longer queries are cut: the embedder reads a few hundred tokens anyway, and full text needs
@@ -137,15 +183,21 @@ class PostgresRecall:
     def __init__(
         self, engine: AsyncEngine, embedder: Embedder, count_tokens: Callable[[str], int],
         config: RecallConfig, *, embedder_name: str | None = None,
+        small_users: AsyncEngine | None = None, ann_from: int = ANN_FROM,
     ) -> None:
+        """`small_users`: an engine with generic plans (api/database.py) for the recall of users
+        known to be small (`for_small_users`; else the first engine plans it on every call);
+        `ann_from`: the threshold at which users join the HNSW index (memory/owners.py)."""
         self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._small_db = (small_users or engine).execution_options(isolation_level="AUTOCOMMIT")
+        self._ann_from = ann_from
         self._embedder = embedder
         # Named, an embedder that embeds searches and texts alike hands the query's vector on
         # (RecallResult.text_vector), for the indexer to store rather than embed again.
         self._text_vectors = embedder_name if embedder_name and embedder.symmetric else None
         self._count = count_tokens
         self.config = config
-        self._small: set[tuple[str, str]] = set()  # see _FOR_SMALL_USERS
+        self._small: set[tuple[str, str]] = set()  # see for_small_users
 
     async def query_vector(self, query: str) -> list[float] | None:
         return None if self.config.mode == "keyword" else await self._embed(query)
@@ -210,8 +262,12 @@ class PostgresRecall:
             "shown_at": shown_from[2] if shown_from else None,
         }
         owner = (tenant_id, user_id)
-        statement = _FOR_SMALL_USERS if owner in self._small else _FOR_ANY_USER
-        async with checkout(self._db) as conn:
+        if owner in self._small:
+            db, statement = self._small_db, for_small_users(
+                cfg.candidates, cfg.keyword_scan, self._ann_from)
+        else:
+            db, statement = self._db, _FOR_ANY_USER
+        async with checkout(db) as conn:
             rows = await fetch(conn, statement, params)
         found = []
         for row in rows:

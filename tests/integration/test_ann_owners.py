@@ -8,21 +8,23 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import numpy as np
 import pytest
 from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_engine, downgrade, migrate
+from api.database import create_engine, create_memory_engine, downgrade, migrate
 from chat.tables import checkout
+from chat.types import POSITION_GAP
 from llm.onnx_embedder import OnnxMiniLM
 from memory.indexer import Indexer, IndexerConfig
 from memory.owners import count_written
 from memory.recall import RecallConfig
 from memory.search import PostgresRecall
 from memory.store import FactConfig, PostgresFactStore
-from tests.integration.history import import_chat
+from tests.integration.history import T0, import_chat
 
 ANA = [
     "The spare key is under the blue flower pot",
@@ -152,6 +154,38 @@ async def test_rows_a_writer_left_outside_after_the_user_joined_are_brought_in(
         await count_written(conn, "messages", [(("t", "ana"), False)], ann_from=1000)
     assert await _rows(engine, "SELECT DISTINCT ann FROM message_embeddings") == [(True,)]
     assert await _rows(engine, "SELECT messages FROM recall_owners") == [(7,)]
+
+
+async def test_a_small_users_recall_with_one_plan_finds_what_the_form_for_anyone_finds(
+    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM, database_url: str
+) -> None:
+    chat_id, ids = await import_chat(engine, "t", "ana", ANA)
+    await import_chat(engine, "t", "ben", ["Ben's spare key is at the office"])
+    indexer = Indexer(memory_db, minilm, minilm.name)
+    while await indexer.drain_once():
+        pass
+    await PostgresFactStore(memory_db, minilm, minilm.name).remember(
+        "t", "ana", ["Ana's spare key hides under the blue pot.", "Ana flies on Tuesdays."], [])
+    generic = create_memory_engine(database_url, pool_size=1, generic_plans=True)
+    try:
+        known = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig(),
+                               small_users=generic)
+        await known.recall("t", "ana", "hello")  # from now on it knows Ana is small
+        for mode in ("hybrid", "dense", "keyword"):
+            cfg = RecallConfig(mode=mode)  # type: ignore[arg-type]
+            for query, kwargs in (
+                ("where is the spare key", {}),
+                ("spare key flight Tuesday wifi", {"exclude": ids[:1]}),
+                ("blue pot", {"shown_from": (chat_id, 2 * POSITION_GAP, T0)}),
+                ("password fridge", {"hide": (chat_id, T0 + timedelta(minutes=3))}),
+            ):
+                anyone = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), cfg)
+                want = await anyone.recall("t", "ana", query, config=cfg, now=T0, **kwargs)
+                got = await known.recall("t", "ana", query, config=cfg, now=T0, **kwargs)
+                assert [i.text for i in got.items] == [i.text for i in want.items], (mode, query)
+                assert got.items, (mode, query)
+    finally:
+        await generic.dispose()
 
 
 @pytest.fixture
