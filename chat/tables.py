@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Mapping
@@ -160,8 +161,18 @@ async def checkout(engine: AsyncEngine) -> AsyncIterator[Driver]:
         pooled = await engine.raw_connection()
     except dbapi.Error as exc:
         raise DBAPIError.instance(None, None, exc, dbapi.Error) from exc
+    driver = Driver(pooled)
     try:
-        yield Driver(pooled)
+        yield driver
+    except BaseException as exc:
+        # A statement cut off half-way (its task cancelled, a timeout) leaves asyncpg cancelling
+        # it on the server: back in the pool, the connection would fail its next user with
+        # "another operation is in progress" (a 500 seen when Postgres restarted under load).
+        # It is closed instead; the pool opens a new one when needed.
+        if (isinstance(exc, asyncio.CancelledError | TimeoutError)
+                or getattr(driver.raw, "_cancellations", None)):
+            driver.invalidate(exc)
+        raise
     finally:
         pooled.close()
 

@@ -8,12 +8,12 @@ import uuid
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import downgrade, migrate
+from api.database import create_engine, downgrade, migrate
 from chat.opening import _OPEN
 from chat.ports import LeaseBusy, LeaseMissing, NewChat, Opened, OpenStep, StepOutcome
 from chat.steps import PostgresStepStore
 from chat.store import WINDOW_SQL, PostgresChatStore, history_query
-from chat.tables import positional
+from chat.tables import checkout, fetch, positional
 from chat.testing import seed_history
 from chat.types import MAX_POSITION, Chat, ModelSettings
 
@@ -216,3 +216,31 @@ async def test_history_and_window_use_the_index_on_a_100k_message_chat(
         await conn.exec_driver_sql("DEALLOCATE open_step")
         assert "Seq Scan on messages" not in plan, plan
         assert "messages_tail" in plan, plan
+
+
+async def test_a_connection_whose_statement_was_cut_off_is_not_handed_out_again(
+    database_url: str,
+) -> None:
+    # Cancelled mid-statement (a step's heartbeat when its step ends, a client gone), asyncpg is
+    # still cancelling it on the server; should the server be going away meanwhile (a restart
+    # under load), the next user of that connection got a 500 ("another operation is in
+    # progress"). The pool must hand out another connection instead.
+    engine = create_engine(database_url, pool_size=1)  # two connections
+    pids: list[int] = []
+    try:
+        async with checkout(engine) as held:  # one is busy elsewhere all along
+            async def slow() -> None:
+                async with checkout(engine) as conn:
+                    pids.append((await fetch(conn, text("SELECT pg_backend_pid()"), {}))[0][0])
+                    await fetch(conn, text("SELECT pg_sleep(5)"), {})
+
+            task = asyncio.create_task(slow())
+            await asyncio.sleep(0.3)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            async with checkout(engine) as conn:
+                [(pid, answer)] = await fetch(conn, text("SELECT pg_backend_pid(), 41 + 1"), {})
+            assert answer == 42 and pid != pids[0]
+            assert (await fetch(held, text("SELECT 1"), {}))[0][0] == 1
+    finally:
+        await engine.dispose()
