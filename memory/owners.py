@@ -8,11 +8,11 @@ the index (~0.2 ms of Postgres a row).
 
 The writers (memory/indexer.py for messages, memory/store.py for facts) read the user's state
 without locking it, write their rows, commit, and only then count them: no writer waits for
-another's transaction on the user's row, and no transaction holds the user's row and rows of
-the tables at once (joining the index takes the user's row, then the rows: a writer holding
-rows and waiting for the user's row would deadlock with it). A write that read the state just
-before the user joined leaves its rows outside the index; recall finds them there all the same
-(its exact part), and the writer, told by its count that the user is in, brings them in.
+another's transaction on the user's row, and no writer holds rows of the tables while it waits
+for the user's row, so joining the index (one statement that takes the user's row and the
+user's rows) cannot deadlock with a write. A write that read the state just before the user
+joined leaves its rows outside the index; recall finds them there all the same (its exact
+part), and the writer, told by its count that the user is in, brings them in.
 """
 
 from __future__ import annotations

@@ -141,24 +141,24 @@ _FOR_ANY_USER = text(_candidates(dense=_DENSE_SPLIT, keyword=_KEYWORD,
 def for_small_users(n: int, scan: int, rows: int) -> TextClause:
     """The candidates of a user known to have fewer than `rows` messages and facts, written to
     have one plan whatever the user (run with generic plans, it is planned once per connection;
-    bench/README.md): an exact scan for the dense lists; the keyword lists look for matches among
-    the user's rows by time (all of them: fewer than `rows`), where a plan made without the query
-    would take the full-text index and read every match of a common word; the query is parsed
-    once (a parameter of `to_tsquery` is not folded into a constant as a literal is, and would be
-    parsed again for every row); the lists' lengths are written in, so that the plan knows
-    them."""
+    bench/README.md): an exact scan for the dense lists; the keyword lists look for matches
+    among the user's newest rows (all of a small user's: fewer than `rows`), where a plan made
+    without the query would take the full-text index and read every match of a common word; the
+    query is parsed once (a parameter of `to_tsquery` is not folded into a constant as a literal
+    is, and would be parsed again for every row); the lists' lengths are written in, so that the
+    plan knows them."""
     keyword = f"""
         SELECT id, tsv FROM (
             SELECT message_id AS id, content_tsv AS tsv, created_at FROM message_embeddings
             WHERE :keyword AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
-            ORDER BY created_at DESC LIMIT {rows}) a
+            ORDER BY created_at DESC LIMIT {max(rows, scan)}) a
         WHERE tsv @@ to_tsquery('jin_search', :q)
         ORDER BY created_at DESC LIMIT :scan"""
     keyword_facts = f"""
         SELECT id, tsv FROM (
             SELECT id, content_tsv AS tsv, updated_at FROM memories
             WHERE :keyword AND {_OWNER} AND valid_to IS NULL
-            ORDER BY updated_at DESC LIMIT {rows}) a
+            ORDER BY updated_at DESC LIMIT {max(rows, scan)}) a
         WHERE tsv @@ to_tsquery('jin_search', :q)
         ORDER BY updated_at DESC LIMIT :scan"""
     statement = _candidates(dense=_DENSE_ALL, keyword=keyword, dense_facts=_DENSE_FACTS_ALL,
