@@ -12,7 +12,7 @@ says) and the others by an exact scan, helped by a small partial index of them
 
 The upgrade rewrites no row: the columns come with `true` for the rows there are (they are all
 in the indexes today), and every user with rows is marked `ann`. It does build the HNSW indexes
-anew (~5 minutes a million rows on 2 cores, bench/README.md) before it drops the old ones:
+anew (293 s for 1.3M rows on 2 cores, bench/README.md) before it drops the old ones:
 recall keeps its index meanwhile, and only writes of vectors wait for the build.
 
 Revision ID: 0008
