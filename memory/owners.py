@@ -50,6 +50,23 @@ UPDATE memories SET ann = true WHERE tenant_id = :t AND user_id = :u AND NOT ann
 Owner = tuple[str, str]
 
 
+def nearest(
+    columns: str, table: str, where: str, vector: str, limit: str, *,
+    indexed: bool, gate: str = "",
+) -> str:
+    """The `limit` rows of `table` nearest `vector`, as `columns` and their distance `d`. Not
+    `indexed`: one exact scan (a user outside the HNSW index). `indexed`: the rows in the index
+    by it, and any left outside by an exact scan; `gate`, a condition that the user is in the
+    index, spares the index when not."""
+    order = f"ORDER BY embedding <=> {vector} LIMIT {limit}"
+    head = f"SELECT {columns}, embedding <=> {vector} AS d FROM {table} WHERE"
+    if not indexed:
+        return f"{head} {where} {order}"
+    gated = f" AND {gate}" if gate else ""
+    return (f"SELECT * FROM (({head} ann AND {where}{gated} {order}) UNION ALL "
+            f"({head} NOT ann AND {where} {order})) x ORDER BY d LIMIT {limit}")
+
+
 async def count_written(
     conn: Driver, what: str, written: Iterable[tuple[Owner, bool]], ann_from: int
 ) -> None:

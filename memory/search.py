@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from chat.tables import built, checkout, fetch
 from llm.ports import Embedder
 from memory.indexer import MAX_CHARS
-from memory.owners import ANN_FROM
+from memory.owners import ANN_FROM, nearest
 from memory.recall import Candidate, RecallConfig, RecallResult, keyword_query, rank
 
 _OWNER = "tenant_id = :t AND user_id = :u"
@@ -58,34 +58,15 @@ _NOT_HIDDEN = (
 # tells the next recall which form to take; the second form finds every row even of a user who
 # has grown since (slowly, by exact scans), and says so.
 _USER_INDEXED = f"EXISTS (SELECT 1 FROM recall_owners WHERE {_OWNER} AND ann)"
-_DENSE_ALL = f"""
-        SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
-        WHERE :dense AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
-        ORDER BY embedding <=> :qv LIMIT :n"""
-_DENSE_SPLIT = f"""
-        (SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
-         WHERE :dense AND ann AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
-           AND {_USER_INDEXED}
-         ORDER BY embedding <=> :qv LIMIT :n)
-        UNION ALL
-        (SELECT message_id, embedding <=> :qv AS d FROM message_embeddings
-         WHERE :dense AND NOT ann AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
-         ORDER BY embedding <=> :qv LIMIT :n)
-        ORDER BY d LIMIT :n"""
-_CURRENT_FACTS = f"{_OWNER} AND valid_to IS NULL AND embedding IS NOT NULL"
-_DENSE_FACTS_ALL = f"""
-        SELECT id, embedding <=> :qv AS d FROM memories
-        WHERE :dense AND {_CURRENT_FACTS}
-        ORDER BY embedding <=> :qv LIMIT :n"""
-_DENSE_FACTS_SPLIT = f"""
-        (SELECT id, embedding <=> :qv AS d FROM memories
-         WHERE :dense AND ann AND {_CURRENT_FACTS} AND {_USER_INDEXED}
-         ORDER BY embedding <=> :qv LIMIT :n)
-        UNION ALL
-        (SELECT id, embedding <=> :qv AS d FROM memories
-         WHERE :dense AND NOT ann AND {_CURRENT_FACTS}
-         ORDER BY embedding <=> :qv LIMIT :n)
-        ORDER BY d LIMIT :n"""
+_RECALLABLE = f":dense AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}"
+_CURRENT_FACTS = f":dense AND {_OWNER} AND valid_to IS NULL AND embedding IS NOT NULL"
+_DENSE_ALL = nearest("message_id", "message_embeddings", _RECALLABLE, ":qv", ":n",
+                     indexed=False)
+_DENSE_SPLIT = nearest("message_id", "message_embeddings", _RECALLABLE, ":qv", ":n",
+                       indexed=True, gate=_USER_INDEXED)
+_DENSE_FACTS_ALL = nearest("id", "memories", _CURRENT_FACTS, ":qv", ":n", indexed=False)
+_DENSE_FACTS_SPLIT = nearest("id", "memories", _CURRENT_FACTS, ":qv", ":n", indexed=True,
+                             gate=_USER_INDEXED)
 _KEYWORD = f"""
         SELECT message_id AS id, content_tsv AS tsv FROM message_embeddings
         WHERE :keyword AND {_OWNER} AND content_tsv @@ to_tsquery('jin_search', :q)

@@ -25,7 +25,7 @@ from chat.tables import Driver, checkout, fetch
 from llm.ports import Embedder
 from memory.duplicates import Add, Batch, Candidate, Decision, Stored, Supersede, Touch
 from memory.facts import clean, key_terms, normalize
-from memory.owners import ANN_FROM, count_written
+from memory.owners import ANN_FROM, count_written, nearest
 from memory.ports import Fact, FactWrite
 
 _LOCK = text("""
@@ -37,17 +37,9 @@ _CURRENT = "tenant_id = :t AND user_id = :u AND valid_to IS NULL AND embedding I
 
 
 def _nearest_to(vector: str, ann: bool) -> str:
-    """The user's current fact nearest a vector: for a user outside the HNSW index an exact scan;
-    for one in it, the index over the rows in it and an exact scan over any left outside
-    (memory/owners.py)."""
-    if not ann:
-        return (f"SELECT id, text, embedding <=> {vector} AS d FROM memories "
-                f"WHERE {_CURRENT} ORDER BY embedding <=> {vector} LIMIT 1")
-    return (f"SELECT * FROM ((SELECT id, text, embedding <=> {vector} AS d FROM memories "
-            f"WHERE ann AND {_CURRENT} ORDER BY embedding <=> {vector} LIMIT 1) UNION ALL "
-            f"(SELECT id, text, embedding <=> {vector} AS d FROM memories "
-            f"WHERE NOT ann AND {_CURRENT} ORDER BY embedding <=> {vector} LIMIT 1)) x "
-            "ORDER BY d LIMIT 1")
+    """The user's current fact nearest a vector, by the index if the user's facts are in it."""
+    return nearest("id, text", "memories", _CURRENT, vector, "1", indexed=ann)
+
 
 # The hash finds the row through `memories_current` (unique on md5(normalized): migration 0003);
 # the text itself rules out a collision.

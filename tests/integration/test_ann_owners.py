@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import numpy as np
-import pytest
-from sqlalchemy import make_url, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import create_engine, create_memory_engine, downgrade, migrate
@@ -186,17 +184,6 @@ async def test_a_small_users_recall_with_one_plan_finds_what_the_form_for_anyone
                 assert got.items, (mode, query)
     finally:
         await generic.dispose()
-
-
-@pytest.fixture
-async def empty_url(engine: AsyncEngine, database_url: str) -> AsyncIterator[str]:
-    name = f"jin_upgrade_{uuid.uuid4().hex[:12]}"
-    admin = engine.execution_options(isolation_level="AUTOCOMMIT")
-    async with admin.connect() as conn:
-        await conn.execute(text(f"CREATE DATABASE {name}"))
-    yield make_url(database_url).set(database=name).render_as_string(hide_password=False)
-    async with admin.connect() as conn:
-        await conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
 async def test_upgrading_to_0008_keeps_the_users_of_before_in_the_index(empty_url: str) -> None:

@@ -6,10 +6,10 @@ import asyncio
 import io
 import random
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import make_url, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import create_engine, downgrade, migrate
@@ -109,18 +109,6 @@ async def test_reindex_moves_to_a_model_of_another_size_and_resumes_where_it_sto
     assert f"messages: {left}/{left} (100%)" in out.getvalue()
     again = await reindex(settings, database_url, out=io.StringIO())
     assert again["messages"] == 0 and again["facts"] == 0
-
-
-@pytest.fixture
-async def empty_url(engine: AsyncEngine, database_url: str) -> AsyncIterator[str]:
-    """A database with no schema at all, on the test's server."""
-    name = f"jin_upgrade_{uuid.uuid4().hex[:12]}"
-    admin = engine.execution_options(isolation_level="AUTOCOMMIT")
-    async with admin.connect() as conn:
-        await conn.execute(text(f"CREATE DATABASE {name}"))
-    yield make_url(database_url).set(database=name).render_as_string(hide_password=False)
-    async with admin.connect() as conn:
-        await conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
 _AT_0002 = """
