@@ -33,6 +33,7 @@ from chat.abort_channel import AbortListener
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.sweeper import sweep_forever
+from llm.batching import BatchedQueries
 from llm.embedded import EmbeddedChatServer
 from llm.errors import LLMError
 from llm.openai import OpenAIChatModel, context_window_of, new_session
@@ -191,7 +192,8 @@ async def _memory(
                               FactConfig(duplicate_cosine=duplicate_cosine(settings),
                                          ann_from=settings.recall_ann_from))
     recall_config = settings.recall_config()
-    recall = PostgresRecall(db, embedder, counter.count, recall_config,
+    # Steps running at once share their queries' requests to the embedder (llm/batching.py).
+    recall = PostgresRecall(db, BatchedQueries(embedder), counter.count, recall_config,
                             embedder_name=provider.model, small_users=recall_db,
                             ann_from=settings.recall_ann_from) if recall_config.enabled else None
     indexer = Indexer(db, embedder, provider.model,

@@ -1,0 +1,112 @@
+"""Recall's query embeddings from concurrent steps, sent to the embedder together.
+
+Each step embeds its user message to search memory: at 32 concurrent chats, that was one request
+to the embedder a step, and the worker's HTTP client cost more than the vector. While one
+request is in flight, the queries that arrive meanwhile wait for it, then go as one request. A
+step alone waits for nothing; under load each waits at most for the request before its own.
+
+    embed_query(a) ─┐                 ┌─ a's vector
+    embed_query(b) ─┼─ [a] then [b, c] ┼─ b's vector
+    embed_query(c) ─┘                 └─ c's vector
+
+The requests run in a task of their own, so a step that is cancelled (aborted, its client
+gone) takes its query out without failing the others'. One input the embedder refuses (a 4xx)
+must not fail the queries it went with: each is then asked for again alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from llm.errors import ProviderHTTPError
+from llm.ports import Embedder
+
+_Waiting = tuple[list[str], "asyncio.Future[list[list[float]]]"]
+
+
+class BatchedQueries:
+    """An embedder whose `embed_query` calls, when they overlap, share requests. `embed` (the
+    indexer's batches) passes straight through."""
+
+    def __init__(self, embedder: Embedder, *, limit: int = 64) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self.inner = embedder
+        self.limit = limit  # texts a request, at most
+        self._waiting: list[_Waiting] = []
+        self._sending: asyncio.Task[None] | None = None
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def symmetric(self) -> bool:
+        return self.inner.symmetric
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return await self.inner.embed(texts)
+
+    async def embed_query(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        answer: asyncio.Future[list[list[float]]] = asyncio.get_running_loop().create_future()
+        self._waiting.append((texts, answer))
+        if self._sending is None:
+            self._sending = asyncio.create_task(self._send())
+        return await answer  # cancelled: the future is, and _send passes it over
+
+    async def _send(self) -> None:
+        batch: list[_Waiting] = []
+        try:
+            while self._waiting:
+                batch = self._take()
+                if batch:
+                    await self._ask(batch)
+        finally:
+            self._sending = None
+            # Only when this task is cancelled (the worker stopping) is anyone left waiting.
+            for _, answer in [*batch, *self._waiting]:
+                answer.cancel()
+            self._waiting.clear()
+
+    def _take(self) -> list[_Waiting]:
+        """The waiting queries that fit one request, oldest first (one longer than the limit
+        goes alone: the embedder splits it into its own batches)."""
+        batch: list[_Waiting] = []
+        size = 0
+        while self._waiting:
+            texts, answer = self._waiting[0]
+            if answer.done():  # its step was cancelled
+                self._waiting.pop(0)
+                continue
+            if batch and size + len(texts) > self.limit:
+                break
+            batch.append(self._waiting.pop(0))
+            size += len(texts)
+        return batch
+
+    async def _ask(self, batch: list[_Waiting]) -> None:
+        try:
+            vectors = await self.inner.embed_query([t for texts, _ in batch for t in texts])
+        except ProviderHTTPError as exc:
+            if len(batch) == 1 or not 400 <= exc.status < 500:
+                _fail(batch, exc)
+                return
+            for one in batch:  # which input was refused: each gets its own answer
+                await self._ask([one])
+            return
+        except Exception as exc:  # each waiting step gets it as if it had asked alone
+            _fail(batch, exc)
+            return
+        start = 0
+        for texts, answer in batch:
+            if not answer.done():
+                answer.set_result(vectors[start : start + len(texts)])
+            start += len(texts)
+
+
+def _fail(batch: list[_Waiting], exc: BaseException) -> None:
+    for _, answer in batch:
+        if not answer.done():
+            answer.set_exception(exc)
