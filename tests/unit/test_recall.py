@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -91,6 +92,17 @@ def test_near_duplicates_collapse_into_the_better_ranked_one() -> None:
     long_a = _c("we agreed that the launch of the new website will happen on 3 May " * 2, dense=1)
     long_b = _c("we agreed that the launch of the new website will happen on 9 May " * 2, dense=2)
     assert len(rank([long_a, long_b], NOW, RecallConfig(), _words)) == 2  # another date
+
+
+def test_a_row_ranked_again_is_judged_by_the_text_it_has_now() -> None:
+    """Ranking remembers the words of rows it saw (they come back step after step): a fact
+    whose text changed since must be read again, not judged by its old words."""
+    kept = _c("My flight to Porto is on 14 March", dense=1)
+    fact = _c("My flight to Porto is on 21 March", dense=2)
+    assert len(rank([kept, fact], NOW, RecallConfig(), _words)) == 2
+    corrected = dataclasses.replace(fact, text="my flight to Porto is on 14 March!")
+    assert _texts(rank([kept, corrected], NOW, RecallConfig(), _words)) == [kept.text]
+    assert len(rank([kept, fact], NOW, RecallConfig(), _words)) == 2  # and back
 
 
 def test_the_cut_keeps_within_the_token_budget_and_the_item_count() -> None:
