@@ -5,9 +5,11 @@ Postgres, on loopback. Each step reports `timings` measured inside the worker: t
 to outcome committed) and model (provider request to last chunk); overhead = total - model.
 
     .venv/bin/python bench/step_overhead.py [--steps 200] [--chats 10] [--concurrency 32]
+        [--seconds 10] [--warmup 2]
 
 Prints medians and p99s at 10, 1,000 and 100,000 messages of history, their ratio to the
-10-message figure, and steps/s with 32 concurrent chats. Never passes or fails on time. Every
+10-message figure, and steps/s with 32 concurrent chats (measured after `--warmup` seconds of
+the same load, once the worker's pools hold their connections). Never passes or fails on time. Every
 size gets `--chats` chats, each of its own user, stepped round robin (`--steps` at each size, so a
 "10-message" chat ends near 10 + 2 x steps / chats rows): the sizes differ in history alone, not
 in how much memory their users have indexed or how often they compact.
@@ -156,30 +158,42 @@ async def history_pages(client: aiohttp.ClientSession, engine) -> None:
 
 
 async def concurrent(
-    client, engine, n: int, seconds: float, pids: dict[str, int] | None = None
+    client, engine, n: int, seconds: float, pids: dict[str, int] | None = None,
+    warmup: float = 0.0,
 ) -> dict[str, float]:
     """Steps/s of `n` chats stepped at once; with `pids` (name -> process), the CPU seconds each
-    process spent a step over the phase (/proc), the figure that moves least with the machine."""
+    process spent a step over the phase (/proc), the figure that moves least with the machine.
+
+    `warmup` seconds of the same load go first, unmeasured: a worker's pools open their
+    connections then (each new one costs Postgres ~15-40 ms of asyncpg's type introspection and
+    of preparing the step's statements, once in a worker's life), and the figures are those of
+    a worker that has been serving."""
     chats = await make_chats(client, engine, n, 10)
     await settle(engine)
     done: list[float] = []
-    stop_at = time.perf_counter() + seconds
 
-    async def worker(chat_id: str) -> None:
-        i = 0
-        while time.perf_counter() < stop_at:
+    async def worker(chat_id: str, until: float, into: list[float], i: int = 0) -> None:
+        while time.perf_counter() < until:
             o, _ = await step(client, chat_id, i)
-            done.append(o)
+            into.append(o)
             i += 1
 
+    if warmup > 0:
+        until = time.perf_counter() + warmup
+        await asyncio.gather(*(worker(c, until, []) for c in chats))
     pids = pids or {}
     before = {name: tree_cpu(pid) for name, pid in pids.items()}
     t0 = time.perf_counter()
-    await asyncio.gather(*(worker(c) for c in chats))
+    # Numbered on from where no warm-up reaches: each question stays new to recall.
+    await asyncio.gather(*(worker(c, t0 + seconds, done, 100_000) for c in chats))
     elapsed = time.perf_counter() - t0
     cpu = {name: (tree_cpu(pid) - before[name]) / len(done) * 1000 for name, pid in pids.items()}
     return {"steps_per_s": len(done) / elapsed, "median": statistics.median(done),
             "p99": pct(done, 0.99), "steps": len(done), "cpu": cpu}
+
+
+def warmed(args: argparse.Namespace) -> str:
+    return f" after {args.warmup:.0f} s of warm-up" if args.warmup > 0 else ""
 
 
 def cpu_text(cpu: dict[str, float]) -> str:
@@ -214,8 +228,9 @@ async def run(args: argparse.Namespace, db_url: str, jin_url: str, model_url: st
             print(f"  {size:>7,}: {r['median'] / base:4.2f}x{peer_txt}")
         await history_pages(client, engine)
         c = await concurrent(client, engine, args.concurrency, args.seconds,
-                             processes(jin_url, db_url, model_url))
-        print(f"\n{args.concurrency} concurrent chats, 1 worker process, {args.seconds:.0f} s: "
+                             processes(jin_url, db_url, model_url), args.warmup)
+        print(f"\n{args.concurrency} concurrent chats, 1 worker process, {args.seconds:.0f} s"
+              f"{warmed(args)}: "
               f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
               f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms   peer: {PEER_STEPS_PER_S} steps/s"
               f"{cpu_text(c['cpu'])}")
@@ -229,9 +244,9 @@ async def run_throughput(
     engine = create_engine(db_url, pool_size=4)
     async with client_session(jin_url) as client:
         c = await concurrent(client, engine, args.concurrency, args.seconds,
-                             processes(jin_url, db_url, model_url))
+                             processes(jin_url, db_url, model_url), args.warmup)
     label = f"{workers} worker process{'es' if workers > 1 else ''}" + (f", {note}" if note else "")
-    print(f"{args.concurrency} concurrent chats, {label}, {args.seconds:.0f} s: "
+    print(f"{args.concurrency} concurrent chats, {label}, {args.seconds:.0f} s{warmed(args)}: "
           f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
           f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms{cpu_text(c['cpu'])}")
     await engine.dispose()
@@ -244,6 +259,8 @@ def main() -> None:
                         help="chats per history size (each of 100,000 rows is seeded)")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0,
+                        help="seconds of the concurrent load run before it is measured (0: none)")
     args = parser.parse_args()
     with ExitStack() as stack:
         db_url = database(stack)
