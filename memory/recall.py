@@ -255,7 +255,7 @@ def keyword_query(text: str) -> str | None:
 
 
 def _terms(word: str) -> list[str]:
-    parts = [p for p in re.split(r"-", word) if p]
+    parts = [p for p in word.split("-") if p]
     out = [f"'{p}'" for p in parts]
     for p in parts:
         if _CYRILLIC.search(p) and len(p) >= 5:
