@@ -10,6 +10,8 @@ import json
 import uuid
 from typing import Any
 
+import numpy as np
+from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -169,8 +171,9 @@ WITH st AS (
 ), q AS (
     INSERT INTO recall_queue (message_id) SELECT id FROM am WHERE :cost > 0
 ), uq AS (  -- the recall's vector of the user message: the indexer need not embed it again
-    UPDATE recall_queue SET embedding = CAST(:user_vector AS real[]), embedder = :embedder
-    WHERE message_id = :user_id AND CAST(:user_vector AS real[]) IS NOT NULL
+    UPDATE recall_queue SET embedding = CAST(CAST(:user_vector AS vector) AS real[]),
+                            embedder = :embedder
+    WHERE message_id = :user_id AND CAST(:user_vector AS vector) IS NOT NULL
 )
 SELECT id FROM am
 UNION ALL
@@ -271,6 +274,7 @@ class PostgresStepStore:
         user_vector: tuple[str, list[float]] | None = None,
     ) -> bool:
         embedder, vector = user_vector or (None, None)
+        queued = None if vector is None else Vector(np.asarray(vector, dtype=np.float32))
         async with checkout(self._db) as conn:
             written = await fetch(
                 conn,
@@ -290,7 +294,7 @@ class PostgresStepStore:
                     "error": error_code,
                     "timings": json.dumps(timings),
                     "user_id": step.user_message.id,
-                    "user_vector": vector,
+                    "user_vector": queued,
                     "embedder": embedder,
                 },
             )
