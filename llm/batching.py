@@ -10,15 +10,17 @@ step alone waits for nothing; under load each waits at most for the request befo
     embed_query(c) ─┘                 └─ c's vector
 
 The requests run in a task of their own, so a step that is cancelled (aborted, its client
-gone) takes its query out without failing the others'. One input the embedder refuses (a 4xx)
-must not fail the queries it went with: each is then asked for again alone.
+gone) takes its query out without failing the others'. One input the embedder refuses (a 4xx
+about the input, llm.errors.rejects_input) must not fail the queries it went with: each is then
+asked for again alone. A failure of the embedder itself (down, timed out, rate-limited) fails
+them all at once, as it would have one by one.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from llm.errors import ProviderHTTPError
+from llm.errors import rejects_input
 from llm.ports import Embedder
 
 _Waiting = tuple[list[str], "asyncio.Future[list[list[float]]]"]
@@ -89,15 +91,12 @@ class BatchedQueries:
     async def _ask(self, batch: list[_Waiting]) -> None:
         try:
             vectors = await self.inner.embed_query([t for texts, _ in batch for t in texts])
-        except ProviderHTTPError as exc:
-            if len(batch) == 1 or not 400 <= exc.status < 500:
+        except Exception as exc:  # each waiting step gets it as if it had asked alone
+            if len(batch) == 1 or not rejects_input(exc):
                 _fail(batch, exc)
                 return
             for one in batch:  # which input was refused: each gets its own answer
                 await self._ask([one])
-            return
-        except Exception as exc:  # each waiting step gets it as if it had asked alone
-            _fail(batch, exc)
             return
         start = 0
         for texts, answer in batch:

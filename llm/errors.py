@@ -50,3 +50,15 @@ class MalformedStream(LLMError):
 
 class ProviderDisconnected(LLMError):
     code = "provider_disconnected"
+
+
+_NOT_ABOUT_THE_INPUT = frozenset({401, 403, 404, 408, 429})
+
+
+def rejects_input(exc: BaseException) -> bool:
+    """Whether the provider refused what it was given (blame the input) rather than failed
+    (timeouts, unreachable, 5xx, auth, rate limits: blame nobody, back off)."""
+    if isinstance(exc, MalformedStream):
+        return True
+    return (isinstance(exc, ProviderHTTPError) and 400 <= exc.status < 500
+            and exc.status not in _NOT_ABOUT_THE_INPUT)

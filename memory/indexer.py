@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.tables import checkout, fetch
 from chat.types import MAX_POSITION
-from llm.errors import LLMError, MalformedStream, ProviderHTTPError
+from llm.errors import LLMError, rejects_input
 from llm.ports import Embedder
 from memory.owners import ANN_FROM, count_written
 
@@ -102,18 +102,6 @@ MAX_CHARS = 2000
 
 # 4xx answers that are about the request as a whole, not about one of its inputs: auth, a
 # missing model, rate limits. They are treated as the provider failing.
-_NOT_ABOUT_THE_INPUT = frozenset({401, 403, 404, 408, 429})
-
-
-def _rejects_input(exc: LLMError) -> bool:
-    """Whether the embedder refused what it was given (blame the input) rather than failed
-    (timeouts, unreachable, 5xx, auth, rate limits: blame nobody, back off)."""
-    if isinstance(exc, MalformedStream):
-        return True
-    return (isinstance(exc, ProviderHTTPError) and 400 <= exc.status < 500
-            and exc.status not in _NOT_ABOUT_THE_INPUT)
-
-
 @dataclass(frozen=True)
 class IndexerConfig:
     batch_size: int = 64
@@ -203,7 +191,7 @@ class Indexer:
             try:
                 vectors = await self._embedder.embed(list(fresh.values()))
             except LLMError as exc:
-                if not _rejects_input(exc):
+                if not rejects_input(exc):
                     raise
                 alone = fresh | alone  # which input was it? each is tried alone
             else:
@@ -213,7 +201,7 @@ class Indexer:
             try:
                 vectors = await self._embedder.embed([content])
             except LLMError as exc:
-                if not _rejects_input(exc):
+                if not rejects_input(exc):
                     raise
                 parked += await self._blame(message_id, exc)
                 continue

@@ -82,17 +82,18 @@ async def test_an_input_the_embedder_refuses_fails_its_own_query_alone(
     assert slow.embed_calls == 5  # the first, the three together (refused), each again alone
 
 
+@pytest.mark.parametrize("status", [503, 429])  # down; rate-limited
 async def test_an_embedder_that_fails_fails_every_waiting_query_once(
-    slow: FakeOpenAIServer, queries: BatchedQueries
+    slow: FakeOpenAIServer, queries: BatchedQueries, status: int
 ) -> None:
     first = await _in_flight(queries, "fine")
-    slow.embed_status = 503
+    slow.embed_status = status
     waiting = [asyncio.create_task(queries.embed_query([t])) for t in ["a", "b", "c"]]
 
     outcomes = await asyncio.gather(first, *waiting, return_exceptions=True)
 
-    assert all(isinstance(o, ProviderHTTPError) and o.status == 503 for o in outcomes[1:])
-    assert slow.embed_calls == 2  # not asked again one by one: the server is down, not an input
+    assert all(isinstance(o, ProviderHTTPError) and o.status == status for o in outcomes[1:])
+    assert slow.embed_calls == 2  # not asked again one by one: no input is to blame
     slow.embed_status = 200
     assert np.allclose(await queries.embed_query(["back"]), [_vector(slow, "back")])
 
