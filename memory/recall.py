@@ -1,5 +1,5 @@
 """Recall ranking: fusion, recency, weights, near-duplicate collapse, the token cut. Pure, but
-for a memo of the words of texts it read (`_SHAPES`).
+for a memo of the key terms of rows it read (`_TERMS`).
 
     dense list ─┐
                 ├─ reciprocal rank fusion ─ × recency ─ × weight ─ collapse ─ cut to budget
@@ -152,7 +152,7 @@ def rank(
     scored = [(parts, c) for c in candidates if (parts := _parts(c, now, config))[4] > 0]
     scored.sort(key=lambda pair: (-pair[0][4], pair[1].created_at))
     out: list[Recalled] = []
-    kept: list[tuple[_Shape, str]] = []  # the shape and the text of each item kept
+    kept: list[tuple[frozenset[str], Candidate]] = []  # the words and the row of each kept
     used = 0
     for parts, candidate in scored:
         if len(out) >= config.max_items or used >= config.budget_tokens:
@@ -163,52 +163,44 @@ def rank(
             # first, so every word is at least one token. (A full prompt leaves little room,
             # and then most candidates end here.)
             continue
-        shape = _shape(candidate)
+        words = _words(candidate.text)
         limit = config.duplicate_overlap
-        if any(_overlap(shape.words, other.words) >= limit
-               and shape.terms_of(candidate.text) == other.terms_of(said)
+        if any(_overlap(words, other) >= limit and _TERMS.of(candidate) == _TERMS.of(said)
                for other, said in kept):
             continue  # the same thing said again; a different number or name is not
         tokens = count_tokens(text)
         if used + tokens > config.budget_tokens:
             continue  # a shorter item further down may still fit
         used += tokens
-        kept.append((shape, candidate.text))
+        kept.append((words, candidate))
         out.append(Recalled(candidate.id, candidate.source, text, candidate.created_at,
                             candidate.role, candidate.chat_id, tokens, _scores(parts)))
     return out
 
 
-@dataclass(slots=True)
-class _Shape:
-    """What the duplicate check needs of a text: its words, and its key terms once asked (only
-    of a text most of whose words a kept one has)."""
+class _TermsMemo:
+    """The key terms of rows ranked before. A user's rows come back step after step, and their
+    terms cost more than the rest of the ranking (bench/README.md, session 7). Keyed by the row
+    and its text's hash, since a fact's text can change; bounded by the terms it holds, the
+    oldest going first."""
 
-    words: frozenset[str]
-    terms: frozenset[str] | None = None
+    def __init__(self, max_terms: int) -> None:
+        self.max_terms = max_terms
+        self.held = 0  # terms held, plus one a row
+        self._rows: dict[tuple[uuid.UUID, int], frozenset[str]] = {}
 
-    def terms_of(self, text: str) -> frozenset[str]:
-        if self.terms is None:
-            self.terms = key_terms(text)
-        return self.terms
+    def of(self, candidate: Candidate) -> frozenset[str]:
+        key = (candidate.id, hash(candidate.text))
+        terms = self._rows.get(key)
+        if terms is None:
+            terms = self._rows[key] = key_terms(candidate.text)
+            self.held += len(terms) + 1
+            while self.held > self.max_terms:
+                self.held -= len(self._rows.pop(next(iter(self._rows)))) + 1
+        return terms
 
 
-# The shapes of texts ranked before. A user's rows come back step after step, and reading
-# their words cost more than the rest of the ranking (worker CPU a step at 32 concurrent chats,
-# bench/README.md, session 7). Keyed by the row and its text's hash, since a fact's text can
-# change; past the bound the oldest go first.
-_SHAPES: dict[tuple[uuid.UUID, int], _Shape] = {}
-_SHAPES_MAX = 10_000
-
-
-def _shape(candidate: Candidate) -> _Shape:
-    key = (candidate.id, hash(candidate.text))
-    shape = _SHAPES.get(key)
-    if shape is None:
-        if len(_SHAPES) >= _SHAPES_MAX:
-            del _SHAPES[next(iter(_SHAPES))]
-        shape = _SHAPES[key] = _Shape(_words(candidate.text))
-    return shape
+_TERMS = _TermsMemo(max_terms=200_000)  # a few MB
 
 
 def _words(text: str) -> frozenset[str]:

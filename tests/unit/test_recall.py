@@ -10,10 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory.facts import key_terms
 from memory.recall import (
     Candidate,
     RecallConfig,
     Recalled,
+    _TermsMemo,
     keyword_query,
     rank,
     recency,
@@ -103,6 +105,15 @@ def test_a_row_ranked_again_is_judged_by_the_text_it_has_now() -> None:
     corrected = dataclasses.replace(fact, text="my flight to Porto is on 14 March!")
     assert _texts(rank([kept, corrected], NOW, RecallConfig(), _words)) == [kept.text]
     assert len(rank([kept, fact], NOW, RecallConfig(), _words)) == 2  # and back
+
+
+def test_the_memo_of_key_terms_stays_within_its_bound() -> None:
+    memo = _TermsMemo(max_terms=10)
+    rows = [_c(f"Room {100 + i} has code K{7000 + i}") for i in range(6)]  # 2 terms, +1 a row
+    for row in rows:
+        assert memo.of(row) == key_terms(row.text)
+    assert memo.held == 9  # the newest three rows: the older ones went first
+    assert memo.of(rows[0]) == {"100", "k7000"}  # read again once it has gone
 
 
 def test_the_cut_keeps_within_the_token_budget_and_the_item_count() -> None:
