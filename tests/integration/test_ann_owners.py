@@ -10,6 +10,7 @@ import uuid
 from datetime import timedelta
 
 import numpy as np
+from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -189,7 +190,7 @@ async def test_a_small_users_recall_with_one_plan_finds_what_the_form_for_anyone
 async def test_upgrading_to_0008_keeps_the_users_of_before_in_the_index(empty_url: str) -> None:
     await asyncio.to_thread(migrate, empty_url, "0007")
     chat, message = uuid.uuid4(), uuid.uuid4()
-    vector = "[" + ",".join(map(str, np.eye(384)[0])) + "]"
+    vector = Vector(np.eye(384, dtype=np.float32)[0])
     db = create_engine(empty_url, pool_size=1)
     try:
         async with db.begin() as conn:
