@@ -193,7 +193,8 @@ async def _memory(
                                          ann_from=settings.recall_ann_from))
     recall_config = settings.recall_config()
     # Steps running at once share their queries' requests to the embedder (llm/batching.py).
-    recall = PostgresRecall(db, BatchedQueries(embedder), counter.count, recall_config,
+    queries = BatchedQueries(embedder, in_flight=settings.recall_query_requests)
+    recall = PostgresRecall(db, queries, counter.count, recall_config,
                             embedder_name=provider.model, small_users=recall_db,
                             ann_from=settings.recall_ann_from) if recall_config.enabled else None
     indexer = Indexer(db, embedder, provider.model,

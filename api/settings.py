@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
     # A user's vectors go into the HNSW indexes once the user has this many messages or facts.
     recall_ann_from: int = Field(default=1000, ge=0)
+    # Requests for recall's query vectors out at once, per worker; the queries that arrive while
+    # all are out go together in the next (llm/batching.py).
+    recall_query_requests: int = Field(default=4, ge=1, le=64)
     provider_connect_timeout: float = Field(default=10.0, gt=0)
     provider_read_timeout: float = Field(default=120.0, gt=0)  # between two chunks
     provider_total_timeout: float = Field(default=600.0, gt=0)  # a whole call, streamed or not

@@ -1,19 +1,21 @@
 """Recall's query embeddings from concurrent steps, sent to the embedder together.
 
 Each step embeds its user message to search memory: at 32 concurrent chats, that was one request
-to the embedder a step, and the worker's HTTP client cost more than the vector. While one
-request is in flight, the queries that arrive meanwhile wait for it, then go as one request. A
-step alone waits for nothing; under load each waits at most for the request before its own.
+to the embedder a step, and the worker's HTTP client cost more than the vector. Up to
+`in_flight` requests run at once; the queries that arrive while all of them are out wait, then
+go together in the next. A step waits for nothing while a request is free; under load each waits
+at most for one request before its own (with a remote embedder whose round trip is long, more
+requests in flight wait less and batch less: JIN_RECALL_QUERY_REQUESTS).
 
-    embed_query(a) ─┐                 ┌─ a's vector
-    embed_query(b) ─┼─ [a] then [b, c] ┼─ b's vector
-    embed_query(c) ─┘                 └─ c's vector
+    embed_query(a) ─┐                  ┌─ a's vector
+    embed_query(b) ─┼─ [a] then [b, c] ┼─ b's vector      (in_flight = 1)
+    embed_query(c) ─┘                  └─ c's vector
 
-The requests run in a task of their own, so a step that is cancelled (aborted, its client
-gone) takes its query out without failing the others'. One input the embedder refuses (a 4xx
-about the input, llm.errors.rejects_input) must not fail the queries it went with: each is then
-asked for again alone. A failure of the embedder itself (down, timed out, rate-limited) fails
-them all at once, as it would have one by one.
+The requests run in tasks of their own, so a step that is cancelled (aborted, its client gone)
+takes its query out without failing the others'. One input the embedder refuses (a 4xx about
+the input, llm.errors.rejects_input) must not fail the queries it went with: each is then asked
+for again alone. A failure of the embedder itself (down, timed out, rate-limited) fails them all
+at once, as it would have one by one.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ class BatchedQueries:
     """An embedder whose `embed_query` calls, when they overlap, share requests. `embed` (the
     indexer's batches) passes straight through."""
 
-    def __init__(self, embedder: Embedder, *, limit: int = 64) -> None:
-        if limit < 1:
-            raise ValueError("limit must be at least 1")
+    def __init__(self, embedder: Embedder, *, in_flight: int = 4, limit: int = 64) -> None:
+        if in_flight < 1 or limit < 1:
+            raise ValueError("in_flight and limit must be at least 1")
         self.inner = embedder
+        self.in_flight = in_flight  # requests out at once, at most
         self.limit = limit  # texts a request, at most
         self._waiting: list[_Waiting] = []
-        self._sending: asyncio.Task[None] | None = None
+        self._senders: set[asyncio.Task[None]] = set()
 
     @property
     def dim(self) -> int:
@@ -54,8 +57,8 @@ class BatchedQueries:
             return []
         answer: asyncio.Future[list[list[float]]] = asyncio.get_running_loop().create_future()
         self._waiting.append((texts, answer))
-        if self._sending is None:
-            self._sending = asyncio.create_task(self._send())
+        if len(self._senders) < self.in_flight:
+            self._senders.add(asyncio.create_task(self._send()))
         return await answer  # cancelled: the future is, and _send passes it over
 
     async def _send(self) -> None:
@@ -66,7 +69,9 @@ class BatchedQueries:
                 if batch:
                     await self._ask(batch)
         finally:
-            self._sending = None
+            # Out of the count now, not by a done callback: a query arriving before that would
+            # count this sender and wait for it, and nobody would send it.
+            self._senders.discard(asyncio.current_task())  # type: ignore[arg-type]
             # Only when this task is cancelled (the worker stopping) is anyone left waiting.
             for _, answer in [*batch, *self._waiting]:
                 answer.cancel()

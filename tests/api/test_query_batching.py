@@ -29,11 +29,20 @@ def slow(model: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
 
 
 @pytest.fixture
-async def queries(model_url: str) -> AsyncIterator[BatchedQueries]:
-    session: aiohttp.ClientSession
-    async with new_session(connect_timeout=5, read_timeout=5) as session:
-        config = ProviderConfig(role="embedder", base_url=model_url, model="fake")
-        yield BatchedQueries(OpenAIEmbedder(config, session))
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with new_session(connect_timeout=5, read_timeout=5) as s:
+        yield s
+
+
+def _batched(model_url: str, session: aiohttp.ClientSession, in_flight: int) -> BatchedQueries:
+    config = ProviderConfig(role="embedder", base_url=model_url, model="fake")
+    return BatchedQueries(OpenAIEmbedder(config, session), in_flight=in_flight)
+
+
+@pytest.fixture
+def queries(model_url: str, session: aiohttp.ClientSession) -> BatchedQueries:
+    """One request in flight at most: every query that arrives meanwhile waits for it."""
+    return _batched(model_url, session, in_flight=1)
 
 
 async def _in_flight(queries: BatchedQueries, text: str) -> asyncio.Task[list[list[float]]]:
@@ -63,6 +72,25 @@ async def test_queries_that_wait_for_a_request_share_the_next_and_get_their_own_
     # Alone, a query waits for nothing: one request of its own.
     assert np.allclose(await queries.embed_query(["alone"]), [_vector(slow, "alone")])
     assert slow.embed_calls == 3
+
+
+async def test_a_query_waits_only_while_every_request_allowed_is_out(
+    slow: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+) -> None:
+    queries = _batched(model_url, session, in_flight=2)
+    first = asyncio.create_task(queries.embed_query(["first"]))
+    await asyncio.sleep(IN_FLIGHT / 4)
+    second = asyncio.create_task(queries.embed_query(["second"]))  # a request is free: goes
+    await asyncio.sleep(IN_FLIGHT / 4)
+    waiting = [asyncio.create_task(queries.embed_query([t])) for t in ("third", "fourth")]
+
+    answers = await asyncio.gather(first, second, *waiting)
+
+    assert slow.embed_calls == 3  # [first], [second], then [third, fourth] together
+    assert sorted(slow.embed_inputs[:2]) == ["first", "second"]
+    assert slow.embed_inputs[2:] == ["third", "fourth"]
+    for text, [vector] in zip(["first", "second", "third", "fourth"], answers, strict=True):
+        assert np.allclose(vector, _vector(slow, text))
 
 
 async def test_an_input_the_embedder_refuses_fails_its_own_query_alone(
