@@ -99,7 +99,7 @@ class Settings(BaseSettings):
     recall_ann_from: int = Field(default=1000, ge=0)
     # Requests for recall's query vectors out at once, per worker; the queries that arrive while
     # all are out go together in the next (llm/batching.py).
-    recall_query_requests: int = Field(default=4, ge=1, le=64)
+    recall_query_requests: int = Field(default=1, ge=1, le=64)
     provider_connect_timeout: float = Field(default=10.0, gt=0)
     provider_read_timeout: float = Field(default=120.0, gt=0)  # between two chunks
     provider_total_timeout: float = Field(default=600.0, gt=0)  # a whole call, streamed or not

@@ -32,7 +32,7 @@ class BatchedQueries:
     """An embedder whose `embed_query` calls, when they overlap, share requests. `embed` (the
     indexer's batches) passes straight through."""
 
-    def __init__(self, embedder: Embedder, *, in_flight: int = 4, limit: int = 64) -> None:
+    def __init__(self, embedder: Embedder, *, in_flight: int = 1, limit: int = 64) -> None:
         if in_flight < 1 or limit < 1:
             raise ValueError("in_flight and limit must be at least 1")
         self.inner = embedder
