@@ -52,6 +52,8 @@ class ProviderDisconnected(LLMError):
     code = "provider_disconnected"
 
 
+# 4xx answers that are about the request as a whole, not about one of its inputs: auth, a
+# missing model, rate limits. They are treated as the provider failing.
 _NOT_ABOUT_THE_INPUT = frozenset({401, 403, 404, 408, 429})
 
 

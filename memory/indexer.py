@@ -100,8 +100,7 @@ WHERE m.chat_id = :chat AND m.position <= :through AND NOT {_WAITS_FOR_ITS_STEP}
 # Text embedded per message: enough to place it, within what the small models read anyway.
 MAX_CHARS = 2000
 
-# 4xx answers that are about the request as a whole, not about one of its inputs: auth, a
-# missing model, rate limits. They are treated as the provider failing.
+
 @dataclass(frozen=True)
 class IndexerConfig:
     batch_size: int = 64
