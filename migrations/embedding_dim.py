@@ -19,8 +19,6 @@ _HNSW = (
     ("message_embeddings_hnsw", "message_embeddings"),
     ("memories_hnsw", "memories"),
 )
-# Since 0008 the indexes hold only the rows of users who need them (`ann`).
-_PARTIAL = {"message_embeddings": "ann", "memories": "ann"}
 
 
 def configured_dim(attributes: dict[str, Any]) -> int:
@@ -51,11 +49,11 @@ def resize(op: Any, dim: int) -> None:
     op.execute("UPDATE memories SET embedding = NULL, embedder = NULL")
     op.execute(f"ALTER TABLE message_embeddings ALTER COLUMN embedding TYPE vector({dim})")
     op.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({dim})")
-    columns = {(table, column) for table, column in op.get_bind().execute(sa.text(
-        "SELECT table_name, column_name FROM information_schema.columns "
-        "WHERE table_schema = current_schema()"))}
+    # Since 0008 the indexes hold only the rows of users who need them (`ann`).
+    partial = set(op.get_bind().execute(sa.text(
+        "SELECT table_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND column_name = 'ann'")).scalars())
     for index, table in _HNSW:
-        where = _PARTIAL.get(table)
-        where = f" WHERE {where}" if where and (table, where) in columns else ""
+        where = " WHERE ann" if table in partial else ""
         op.execute(f"CREATE INDEX {index} ON {table} USING hnsw (embedding vector_cosine_ops)"
                    f"{where}")

@@ -107,6 +107,11 @@ async def test_reindex_moves_to_a_model_of_another_size_and_resumes_where_it_sto
                                "WHERE embedder = 'tiny-16' AND vector_dims(embedding) = 16") == 12
     assert await _count(engine, "SELECT count(*) FROM memories WHERE embedder = 'tiny-16'") == 1
     assert f"messages: {left}/{left} (100%)" in out.getvalue()
+    async with engine.connect() as conn:  # rebuilt for the new size, still for ann users only
+        definitions = (await conn.execute(text(
+            "SELECT indexdef FROM pg_indexes WHERE indexname LIKE '%\\_hnsw'"))).scalars().all()
+    assert len(definitions) == 2
+    assert all("vector_cosine_ops" in d and d.endswith("WHERE ann") for d in definitions)
     again = await reindex(settings, database_url, out=io.StringIO())
     assert again["messages"] == 0 and again["facts"] == 0
 
