@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llm.onnx_embedder import OnnxMiniLM
 from memory.store import PostgresFactStore
+from tests.integration.history import out_of_line
 
 
 @pytest.fixture
@@ -35,6 +36,23 @@ async def test_the_same_fact_twice_updates_one_row_and_users_stay_apart(
     assert [(r[0], r[1]) for r in rows] == [
         ("ana", "Ana's locker is LCK-0042."), ("ben", "Ana's locker is LCK-0042.")]
     assert set(rows[0][2]) == {first, second}
+
+
+async def test_a_facts_vector_stays_in_its_row(
+    store: PostgresFactStore, memory_db: AsyncEngine,
+) -> None:
+    # ~2.3 KB with its normalized text, full text and 384 floats: over Postgres's 2 KB TOAST
+    # threshold, under the 4 KB target of migration 0009.
+    fact = ("Ana keeps the spare keys of the bakery on Shevchenko street in the blue tin under "
+            "the counter, next to the till.")
+    assert await store.remember("t", "ana", [fact], []) == 1
+    assert await out_of_line(memory_db, "memories") == 0
+    # Without the target, as before 0009, the same row's vector goes to TOAST, where recall's
+    # exact scans and the duplicate lookup read it through the TOAST index.
+    async with memory_db.begin() as conn:
+        await conn.execute(text("ALTER TABLE memories RESET (toast_tuple_target)"))
+    assert await store.remember("t", "ben", [fact], []) == 1
+    assert await out_of_line(memory_db, "memories") == 1
 
 
 async def test_a_close_paraphrase_supersedes_the_fact_and_keeps_its_history(

@@ -26,7 +26,7 @@ from llm.openai import new_session
 from llm.testing import FakeOpenAIServer
 from llm.types import ProviderConfig
 from memory.indexer import Indexer, IndexerConfig
-from tests.integration.history import import_chat
+from tests.integration.history import import_chat, out_of_line
 
 POISON = "\u2620POISON\u2620"  # the fake embedder answers 400 to a batch holding this
 MODEL = "fake-384"  # the test database holds 384-dimensional vectors, the fake's default
@@ -110,6 +110,22 @@ async def test_a_provider_that_fails_blames_no_message(
         assert rows == [(0, None, None)] * 3  # back in the queue at once, nothing counted
     server.embed_status = 200
     assert await indexer.drain_once() == 3
+
+
+async def test_a_long_messages_vector_stays_in_its_row(
+    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    # 1,200 characters of distinct words: a full-text vector of ~1 KB besides the 384 floats,
+    # over Postgres's 2 KB TOAST threshold and under the 4 KB target of migration 0009.
+    long = " ".join(f"word{i} topic{i * 7 % 101}" for i in range(70))
+    await import_chat(engine, "t", "ana", [long, "short answer"])
+    assert await _indexer(memory_db, embedder_server[1], http).drain_once() == 2
+    async with engine.connect() as conn:
+        size = (await conn.execute(text(
+            "SELECT max(pg_column_size(e.*)) FROM message_embeddings e"))).scalar_one()
+    assert size > 2032
+    assert await out_of_line(memory_db, "message_embeddings") == 0
 
 
 async def test_reindex_ends_with_parked_messages_reports_them_and_retries_them_next_time(
