@@ -32,13 +32,13 @@ import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
-import aiohttp
 from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.database import create_engine  # noqa: E402
 from bench.harness import PIDS, database, fake_model, jin_worker, tree_cpu  # noqa: E402
+from bench.lean_client import LeanClient  # noqa: E402
 from chat.testing import seed_history, seed_summary  # noqa: E402
 
 SUMMARISED_ABOVE = 60  # seeded chats longer than this get a summary row...
@@ -55,15 +55,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def make_chats(client: aiohttp.ClientSession, engine, n_chats: int, size: int) -> list[str]:
+async def make_chats(client: LeanClient, engine, n_chats: int, size: int) -> list[str]:
     ids = []
     for _ in range(n_chats):
         # A user per chat, as in production: recall searches the user's own past.
         user = f"bench-{uuid.uuid4().hex[:12]}"
-        async with client.post(
-            "/v1/chats", json={"user_id": user, "system_prompt": "Be brief."}
-        ) as r:
-            ids.append((await r.json())["id"])
+        r = await client.post("/v1/chats", {"user_id": user, "system_prompt": "Be brief."})
+        ids.append(r.json()["id"])
         if size:
             await seed_history(engine, uuid.UUID(ids[-1]), size)
         if size > SUMMARISED_ABOVE:
@@ -77,10 +75,10 @@ async def make_chats(client: aiohttp.ClientSession, engine, n_chats: int, size: 
 FILLER = " ".join(f"lorem{i % 17}" for i in range(30))
 
 
-def client_session(base_url: str) -> aiohttp.ClientSession:
-    # aiohttp: the load generator shares the machine's 2 cores with what it measures, and costs
-    # a tenth of the CPU of httpx per request.
-    return aiohttp.ClientSession(base_url, timeout=aiohttp.ClientTimeout(total=60))
+def client_session(base_url: str) -> LeanClient:
+    # The load generator shares the machine's 2 cores with what it measures: a client of less
+    # than half of aiohttp's CPU a step (bench/lean_client.py), itself a tenth of httpx's.
+    return LeanClient(base_url)
 
 
 async def settle(engine) -> None:
@@ -91,16 +89,14 @@ async def settle(engine) -> None:
         await conn.execute(text("CHECKPOINT"))
 
 
-async def step(client: aiohttp.ClientSession, chat_id: str, i: int) -> tuple[float, float]:
+async def step(client: LeanClient, chat_id: str, i: int) -> tuple[float, float]:
     t0 = time.perf_counter()
-    async with client.post(
-        f"/v1/chats/{chat_id}/messages", json={"content": f"question {i} {FILLER}"}
-    ) as r:
-        body = await r.json()
-        timing = r.headers["server-timing"]
+    r = await client.post(f"/v1/chats/{chat_id}/messages", {"content": f"question {i} {FILLER}"})
     client_ms = (time.perf_counter() - t0) * 1000
+    body = r.json()
     if r.status != 200 or body.get("status") != "complete":
         raise RuntimeError(f"step failed: {r.status} {body}")
+    timing = r.headers["server-timing"]
     # The worker's whole time on the request (routing, validation, JSON included), less the
     # time spent waiting on the model.
     app_ms = float(timing.partition("dur=")[2])
@@ -136,7 +132,7 @@ async def sequential(
     }
 
 
-async def history_pages(client: aiohttp.ClientSession, engine) -> None:
+async def history_pages(client: LeanClient, engine) -> None:
     """Keyset pages of 200 rows from the start, the middle and the end of a history."""
     print("\nhistory pages of 200 rows (client round trip, median of 50):")
     for size in (1_000, 100_000):
@@ -150,8 +146,8 @@ async def history_pages(client: aiohttp.ClientSession, engine) -> None:
             times = []
             for _ in range(50):
                 t0 = time.perf_counter()
-                async with client.get(f"/v1/chats/{chat_id}/messages?{query}") as r:
-                    rows = (await r.json())["messages"]
+                rows = (await client.get(f"/v1/chats/{chat_id}/messages?{query}")).json()[
+                    "messages"]
                 times.append((time.perf_counter() - t0) * 1000)
             assert len(rows) == 200
             print(f"  {size:>7,} msgs, {label:>10}: {statistics.median(times):5.2f} ms")
