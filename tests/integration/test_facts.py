@@ -41,7 +41,7 @@ async def test_the_same_fact_twice_updates_one_row_and_users_stay_apart(
 async def test_a_facts_vector_stays_in_its_row(
     store: PostgresFactStore, memory_db: AsyncEngine,
 ) -> None:
-    # ~2.3 KB with its normalized text, full text and 384 floats: over Postgres's 2 KB TOAST
+    # ~2.1 KB with its normalized text, full text and 384 floats: over Postgres's 2 KB TOAST
     # threshold, under the 4 KB target of migration 0009.
     fact = ("Ana keeps the spare keys of the bakery on Shevchenko street in the blue tin under "
             "the counter, next to the till.")

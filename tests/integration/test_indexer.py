@@ -116,7 +116,7 @@ async def test_a_long_messages_vector_stays_in_its_row(
     engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
-    # 1,200 characters of distinct words: a full-text vector of ~1 KB besides the 384 floats,
+    # 1,000 characters of distinct words: a full-text vector of ~1 KB besides the 384 floats,
     # over Postgres's 2 KB TOAST threshold and under the 4 KB target of migration 0009.
     long = " ".join(f"word{i} topic{i * 7 % 101}" for i in range(70))
     await import_chat(engine, "t", "ana", [long, "short answer"])
