@@ -7,12 +7,13 @@ to outcome committed) and model (provider request to last chunk); overhead = tot
     .venv/bin/python bench/step_overhead.py [--steps 200] [--chats 10] [--concurrency 32]
         [--seconds 10] [--warmup 2]
 
-Prints medians and p99s at 10, 1,000 and 100,000 messages of history, their ratio to the
-10-message figure, and steps/s with 32 concurrent chats (measured after `--warmup` seconds of
-the same load, once the worker's pools hold their connections). Never passes or fails on time. Every
-size gets `--chats` chats, each of its own user, stepped round robin (`--steps` at each size, so a
-"10-message" chat ends near 10 + 2 x steps / chats rows): the sizes differ in history alone, not
-in how much memory their users have indexed or how often they compact.
+Prints medians and p99s at 10, 1,000 and 100,000 messages of history, their ratio to the 10-message
+figure, and steps/s with 32 concurrent chats (measured after `--warmup` seconds of the same load,
+once the worker's pools hold their connections), and the machine's pace before and after
+(`speed_probe`). Never passes or fails on time. Every size gets `--chats` chats, each of its own
+user, stepped round robin (`--steps` at each size, so a "10-message" chat ends near 10 + 2 x steps
+/ chats rows): the sizes differ in history alone, not in how much memory their users have indexed
+or how often they compact.
 Long chats are seeded as jin leaves them: with a summary row before their newest 40 rows
 (compaction keeps running as the benchmark adds turns, as in production). Every model role,
 the embedder too, is the fake; memory is on: each step recalls over its user's past (what the
@@ -248,6 +249,17 @@ async def run_throughput(
     await engine.dispose()
 
 
+def speed_probe() -> str:
+    """The machine's pace: the time of a fixed loop of pure Python, run while nothing else of
+    the benchmark runs. The figures follow it (on the development machine: 197 ms at its
+    fastest, 300 and more in its slow spells, when the figures come out up to twice as high):
+    compare runs of like pace."""
+    started = time.perf_counter()
+    for _ in range(5):
+        sum(range(3_000_000))
+    return f"speed probe {(time.perf_counter() - started) * 1000:.0f} ms"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -265,7 +277,8 @@ def main() -> None:
         # (its indexer claims from the queue every worker shares) and take a share of the work.
         with ExitStack() as phase:
             jin_url = jin_worker(phase, db_url, model_url)
-            print(f"jin worker {jin_url}, fake model {model_url}, one process each, loopback\n")
+            print(f"jin worker {jin_url}, fake model {model_url}, one process each, loopback; "
+                  f"{speed_probe()}\n")
             asyncio.run(run(args, db_url, jin_url, model_url))
         # Workers are stateless: the same benchmark against `jin serve --workers 2` (this
         # machine has 2 cores, shared with Postgres, the fake model and this client).
@@ -277,6 +290,8 @@ def main() -> None:
         with ExitStack() as phase:
             bare = jin_worker(phase, db_url, model_url, JIN_COMPACTION="false")
             asyncio.run(run_throughput(args, db_url, bare, model_url, 1, "compaction off"))
+        print(f"\nat the end: {speed_probe()}")
+
 
 if __name__ == "__main__":
     main()
