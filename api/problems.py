@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -145,14 +146,14 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
-        if is_outage(exc):
-            log.warning("database unavailable: %s", type(exc.orig).__name__)
-            return problem_response(
-                503, "database_unavailable", "the database is not reachable; retry shortly",
-                headers={"Retry-After": "2"},
-            )
-        log.error("database error", exc_info=exc)
-        return problem_response(500, "internal_error", "the server failed to handle this request")
+        return _database_problem(exc, exc.orig)
+
+    @app.exception_handler(asyncpg.InterfaceError)
+    @app.exception_handler(asyncpg.PostgresError)
+    async def _driver(_: Request, exc: Exception) -> JSONResponse:
+        # asyncpg's own error: SQLAlchemy wraps what statements raise, not what the hooks that
+        # set up a new connection do (the JSON codecs, pgvector's type).
+        return _database_problem(exc, exc)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -166,6 +167,18 @@ def install(app: FastAPI) -> None:
         if exc.status_code == 405:
             headers = {**(headers or {}), "Allow": _allowed(request)}
         return problem_response(exc.status_code, code, str(exc.detail), headers=headers)
+
+
+def _database_problem(exc: BaseException, cause: BaseException | None) -> JSONResponse:
+    """503 while the database is away (chat/outage.py), else 500; `cause` the driver's error."""
+    if is_outage(exc):
+        log.warning("database unavailable: %s", type(cause).__name__)
+        return problem_response(
+            503, "database_unavailable", "the database is not reachable; retry shortly",
+            headers={"Retry-After": "2"},
+        )
+    log.error("database error", exc_info=exc)
+    return problem_response(500, "internal_error", "the server failed to handle this request")
 
 
 def _allowed(request: Request) -> str:

@@ -9,19 +9,30 @@ intervention: shutting down, starting up).
 
 from __future__ import annotations
 
+import asyncpg
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 _NOT_NOW = ("08", "53", "57P")
+# The connection is gone or unusable: the socket's errors and asyncpg's.
+DISCONNECTED = (
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.CannotConnectNowError,
+    OSError,
+)
 
 
 def is_outage(exc: BaseException) -> bool:
-    if isinstance(exc, OSError | ConnectionError):
+    if isinstance(exc, DBAPIError) and (
+            exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)):
         return True
-    if not isinstance(exc, DBAPIError):
-        return False
-    if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+    # The driver's error, wrapped or not: what the hooks that set up a new connection raise (the
+    # JSON codecs, pgvector's type) reaches us as asyncpg raised it. A server going away just
+    # then gave a read a 500.
+    cause = exc.orig if isinstance(exc, DBAPIError) else exc
+    if isinstance(cause, DISCONNECTED):
         return True
-    if isinstance(exc.orig, OSError | ConnectionError):
-        return True
-    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None) or ""
+    state = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None) or ""
     return isinstance(state, str) and state.startswith(_NOT_NOW)

@@ -14,6 +14,7 @@ from sqlalchemy import TextClause
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from chat.outage import DISCONNECTED
 from chat.types import Chat, Message, ModelSettings, StepRecord
 
 T = TypeVar("T")
@@ -126,16 +127,6 @@ def positional(sql: str) -> tuple[str, list[str]]:
     return _POSITIONAL[sql]
 
 
-# The connection is gone or unusable: SQLAlchemy must drop it from the pool, and the API answers
-# 503 database_unavailable (api/problems.py), as it does for statements SQLAlchemy runs itself.
-_DISCONNECTED = (
-    asyncpg.exceptions.PostgresConnectionError,
-    asyncpg.exceptions.InterfaceError,
-    asyncpg.exceptions.AdminShutdownError,
-    asyncpg.exceptions.CrashShutdownError,
-    asyncpg.exceptions.CannotConnectNowError,
-    OSError,
-)
 
 
 class Driver:
@@ -190,7 +181,7 @@ async def fetch(
     sql, names = positional(statement.text)  # .text: str() would compile the clause each call
     try:
         return await raw.fetch(sql, *(params[name] for name in names))
-    except _DISCONNECTED as exc:
+    except DISCONNECTED as exc:  # dropped from the pool; the API answers 503 (api/problems.py)
         if isinstance(conn, Driver):
             conn.invalidate(exc)
         else:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from typing import Any
 
-from sqlalchemy import text
+import pytest
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import create_engine, downgrade, migrate
 from chat.opening import _OPEN
+from chat.outage import is_outage
 from chat.ports import LeaseBusy, LeaseMissing, NewChat, Opened, OpenStep, StepOutcome
 from chat.steps import PostgresStepStore
 from chat.store import WINDOW_SQL, PostgresChatStore, history_query
@@ -242,5 +246,32 @@ async def test_a_connection_whose_statement_was_cut_off_is_not_handed_out_again(
                 [(pid, answer)] = await fetch(conn, text("SELECT pg_backend_pid(), 41 + 1"), {})
             assert answer == 42 and pid != pids[0]
             assert (await fetch(held, text("SELECT 1"), {}))[0][0] == 1
+    finally:
+        await engine.dispose()
+
+
+async def test_a_connection_the_server_drops_while_it_is_set_up_is_an_outage(
+    database_url: str,
+) -> None:
+    # Postgres restarting just as a new connection asks it about the vector type: the request
+    # must get the outage's 503, not a 500 (a read during a restart under load got one).
+    engine = create_engine(database_url, pool_size=1)
+
+    def dropped(dbapi_connection: Any, _: Any) -> None:  # the server ends it, before the type
+        async def terminate(conn: Any) -> None:
+            with contextlib.suppress(Exception):
+                await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+        dbapi_connection.run_async(terminate)
+
+    event.listen(engine.sync_engine, "connect", dropped, insert=True)
+    try:
+        with pytest.raises(Exception) as caught:  # noqa: PT011 - whatever the driver raises
+            async with checkout(engine):
+                pass
+        assert is_outage(caught.value), repr(caught.value)
+        event.remove(engine.sync_engine, "connect", dropped)
+        async with checkout(engine) as conn:  # and the next connection serves
+            assert (await fetch(conn, text("SELECT 41 + 1"), {}))[0][0] == 42
     finally:
         await engine.dispose()
