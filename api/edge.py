@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import logs
 from api.access import Access, Caller, Denied, RateLimiter, is_loopback
 from api.metrics import Metrics
-from api.problems import problem_response
+from api.problems import database_unavailable, problem_response
 from chat.outage import is_outage
 
 log = logging.getLogger("jin.access")
@@ -103,9 +103,7 @@ class Edge:
             if not is_outage(exc):
                 raise
             log.warning("key check: the database is unavailable (%s)", type(exc).__name__)
-            return problem_response(503, "database_unavailable",
-                                    "the database is not reachable; retry shortly",
-                                    headers={"Retry-After": "2"})
+            return database_unavailable()
         if isinstance(caller, Denied):
             self.metrics.auth_failures.labels(caller.code).inc()
             return problem_response(caller.status, caller.code, caller.detail,

@@ -169,14 +169,17 @@ def install(app: FastAPI) -> None:
         return problem_response(exc.status_code, code, str(exc.detail), headers=headers)
 
 
+def database_unavailable() -> JSONResponse:
+    return problem_response(503, "database_unavailable",
+                            "the database is not reachable; retry shortly",
+                            headers={"Retry-After": "2"})
+
+
 def _database_problem(exc: BaseException, cause: BaseException | None) -> JSONResponse:
     """503 while the database is away (chat/outage.py), else 500; `cause` the driver's error."""
     if is_outage(exc):
         log.warning("database unavailable: %s", type(cause).__name__)
-        return problem_response(
-            503, "database_unavailable", "the database is not reachable; retry shortly",
-            headers={"Retry-After": "2"},
-        )
+        return database_unavailable()
     log.error("database error", exc_info=exc)
     return problem_response(500, "internal_error", "the server failed to handle this request")
 
