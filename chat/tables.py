@@ -127,8 +127,6 @@ def positional(sql: str) -> tuple[str, list[str]]:
     return _POSITIONAL[sql]
 
 
-
-
 class Driver:
     """A pooled connection's asyncpg driver, checked out of the engine's pool without
     SQLAlchemy's Connection around it (chat.tables.checkout)."""
