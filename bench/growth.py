@@ -82,12 +82,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.every <= 0 or args.seconds < args.every:
         parser.error("--every must be above 0 and at most --seconds")
+    if args.concurrency < 1 or args.workers < 1:
+        parser.error("--concurrency and --workers must be at least 1")
     env = {"JIN_COMPACTION": "false"} if args.no_compaction else {}
     with ExitStack() as stack:
         db_url = database(stack)
         model_url = fake_model(stack)
         jin_url = jin_worker(stack, db_url, model_url, workers=args.workers, **env)
-        print(f"{args.concurrency} chats, {args.workers} worker process(es), compaction "
+        workers = f"{args.workers} worker process{'es' if args.workers > 1 else ''}"
+        print(f"{args.concurrency} chats, {workers}, compaction "
               f"{'off' if args.no_compaction else 'on'}; {speed_probe()}")
         asyncio.run(grow(args, db_url, jin_url, model_url))
         print(f"at the end: {speed_probe()}")
