@@ -26,7 +26,7 @@ from llm.errors import (
     ProviderTimeout,
     ProviderUnreachable,
 )
-from llm.sse import DONE, SSEDecoder, ThinkSplitter, ToolCallAssembler, chunk_deltas
+from llm.sse import DONE, SSEDecoder, ThinkSplitter, ToolCallAssembler, chunk_deltas, loads
 from llm.types import CompletionRequest, Delta, Finish, ProviderConfig
 
 # Exceptions of the transport that become LLMError; anything else is a bug and propagates.
@@ -101,7 +101,7 @@ async def fetch_json(
         ) as response:
             if response.status >= 400:
                 raise ProviderHTTPError(response.status, await response.text())
-            return await response.json(content_type=None)
+            return loads(await response.text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # ValueErrors, so caught first
         raise MalformedStream(f"`{path}` did not answer JSON") from exc
     except TRANSPORT_ERRORS as exc:
