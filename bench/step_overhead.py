@@ -5,15 +5,16 @@ Postgres, on loopback. Each step reports `timings` measured inside the worker: t
 to outcome committed) and model (provider request to last chunk); overhead = total - model.
 
     .venv/bin/python bench/step_overhead.py [--steps 200] [--chats 10] [--concurrency 32]
-        [--seconds 10] [--warmup 2]
+        [--seconds 10] [--warmup 2] [--rounds 3]
 
 Prints medians and p99s at 10, 1,000 and 100,000 messages of history, their ratio to the 10-message
 figure, and steps/s with 32 concurrent chats (measured after `--warmup` seconds of the same load,
-once the worker's pools hold their connections), and the machine's pace before and after
-(`speed_probe`). Never passes or fails on time. Every size gets `--chats` chats, each of its own
-user, stepped round robin (`--steps` at each size, so a "10-message" chat ends near 10 + 2 x steps
-/ chats rows): the sizes differ in history alone, not in how much memory their users have indexed
-or how often they compact.
+once the worker's pools hold their connections) by one worker, by two and by one with compaction
+off: each `--rounds` times, the three in turn, then the median of each; and the machine's pace
+before, at each round and after (`speed_probe`). Never passes or fails on time. Every size gets
+`--chats` chats, each of its own user, stepped round robin (`--steps` at each size, so a
+"10-message" chat ends near 10 + 2 x steps / chats rows): the sizes differ in history alone, not in
+how much memory their users have indexed or how often they compact.
 Long chats are seeded as jin leaves them: with a summary row before their newest 40 rows
 (compaction keeps running as the benchmark adds turns, as in production). Every model role,
 the embedder too, is the fake; memory is on: each step recalls over its user's past (what the
@@ -224,29 +225,59 @@ async def run(args: argparse.Namespace, db_url: str, jin_url: str, model_url: st
             )
             print(f"  {size:>7,}: {r['median'] / base:4.2f}x{peer_txt}")
         await history_pages(client, engine)
-        c = await concurrent(client, engine, args.concurrency, args.seconds,
-                             processes(jin_url, db_url, model_url), args.warmup)
-        print(f"\n{args.concurrency} concurrent chats, 1 worker process, {args.seconds:.0f} s"
-              f"{warmed(args)}: "
-              f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
-              f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms   peer: {PEER_STEPS_PER_S} steps/s"
-              f"{cpu_text(c['cpu'])}")
     await engine.dispose()
 
 
 async def run_throughput(
-    args: argparse.Namespace, db_url: str, jin_url: str, model_url: str, workers: int,
-    note: str = "",
-) -> None:
+    args: argparse.Namespace, db_url: str, jin_url: str, model_url: str, label: str
+) -> dict[str, float]:
     engine = create_engine(db_url, pool_size=4)
     async with client_session(jin_url) as client:
         c = await concurrent(client, engine, args.concurrency, args.seconds,
                              processes(jin_url, db_url, model_url), args.warmup)
-    label = f"{workers} worker process{'es' if workers > 1 else ''}" + (f", {note}" if note else "")
+    peer = f"   peer: {PEER_STEPS_PER_S} steps/s" if label == PHASES[0][0] else ""
     print(f"{args.concurrency} concurrent chats, {label}, {args.seconds:.0f} s{warmed(args)}: "
           f"{c['steps_per_s']:.0f} steps/s ({c['steps']} steps), overhead median "
-          f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms{cpu_text(c['cpu'])}")
+          f"{c['median']:.2f} ms p99 {c['p99']:.2f} ms{peer}{cpu_text(c['cpu'])}", flush=True)
     await engine.dispose()
+    return c
+
+
+# The throughput phases, each on a worker of its own: one process; `jin serve --workers 2` (this
+# machine has 2 cores, shared with Postgres, the fake model and this client); and the step
+# alone, compaction off (with it on, the chats outgrow the trigger during the run and compact;
+# the fake helper answers with a short summary).
+PHASES: list[tuple[str, int, dict[str, str]]] = [
+    ("1 worker process", 1, {}),
+    ("2 worker processes", 2, {}),
+    ("1 worker process, compaction off", 1, {"JIN_COMPACTION": "false"}),
+]
+
+
+def throughput_rounds(
+    args: argparse.Namespace, db_url: str, model_url: str
+) -> dict[str, list[float]]:
+    """Steps/s of each phase, `--rounds` times over, the phases in turn: this machine's pace
+    moves by ±15% within minutes, and a round's phases see the same pace."""
+    figures: dict[str, list[float]] = {label: [] for label, _, _ in PHASES}
+    for round_no in range(1, args.rounds + 1):
+        print(f"\nround {round_no} of {args.rounds}: {speed_probe()}")
+        for label, workers, env in PHASES:
+            # Each phase's worker is stopped before the next starts: an idle one would still
+            # index (its indexer claims from the queue every worker shares) and take a share.
+            with ExitStack() as phase:
+                url = jin_worker(phase, db_url, model_url, workers=workers, **env)
+                c = asyncio.run(run_throughput(args, db_url, url, model_url, label))
+            figures[label].append(c["steps_per_s"])
+    return figures
+
+
+def print_rounds(figures: dict[str, list[float]], concurrency: int) -> None:
+    print(f"\n{concurrency} concurrent chats, median of {len(next(iter(figures.values())))} "
+          "rounds (lowest - highest):")
+    for label, values in figures.items():
+        print(f"  {label:>34}: {statistics.median(values):4.0f} steps/s "
+              f"({min(values):.0f} - {max(values):.0f})")
 
 
 def speed_probe() -> str:
@@ -267,29 +298,22 @@ def main() -> None:
                         help="chats per history size (each of 100,000 rows is seeded)")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="times each throughput phase runs; the median is reported")
     parser.add_argument("--warmup", type=float, default=2.0,
                         help="seconds of the concurrent load run before it is measured (0: none)")
     args = parser.parse_args()
+    if args.rounds < 1 or args.seconds <= 0 or args.warmup < 0:
+        parser.error("--rounds must be at least 1, --seconds above 0, --warmup at least 0")
     with ExitStack() as stack:
         db_url = database(stack)
         model_url = fake_model(stack)
-        # Each phase's worker is stopped before the next starts: an idle one would still index
-        # (its indexer claims from the queue every worker shares) and take a share of the work.
         with ExitStack() as phase:
             jin_url = jin_worker(phase, db_url, model_url)
             print(f"jin worker {jin_url}, fake model {model_url}, one process each, loopback; "
                   f"{speed_probe()}\n")
             asyncio.run(run(args, db_url, jin_url, model_url))
-        # Workers are stateless: the same benchmark against `jin serve --workers 2` (this
-        # machine has 2 cores, shared with Postgres, the fake model and this client).
-        with ExitStack() as phase:
-            jin2 = jin_worker(phase, db_url, model_url, workers=2)
-            asyncio.run(run_throughput(args, db_url, jin2, model_url, 2))
-        # The same with compaction off: the step alone. (With it on, the chats outgrow the
-        # trigger during the run and compact; the fake helper answers with a short summary.)
-        with ExitStack() as phase:
-            bare = jin_worker(phase, db_url, model_url, JIN_COMPACTION="false")
-            asyncio.run(run_throughput(args, db_url, bare, model_url, 1, "compaction off"))
+        print_rounds(throughput_rounds(args, db_url, model_url), args.concurrency)
         print(f"\nat the end: {speed_probe()}")
 
 
