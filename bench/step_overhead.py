@@ -9,12 +9,12 @@ to outcome committed) and model (provider request to last chunk); overhead = tot
 
 Prints medians and p99s at 10, 1,000 and 100,000 messages of history, their ratio to the 10-message
 figure, and steps/s with 32 concurrent chats (measured after `--warmup` seconds of the same load,
-once the worker's pools hold their connections) by one worker, by two and by one with compaction
-off: each `--rounds` times, the three in turn, then the median of each; and the machine's pace
-before, at each round and after (`speed_probe`). Never passes or fails on time. Every size gets
-`--chats` chats, each of its own user, stepped round robin (`--steps` at each size, so a
-"10-message" chat ends near 10 + 2 x steps / chats rows): the sizes differ in history alone, not in
-how much memory their users have indexed or how often they compact.
+once the worker's pools hold their connections) by one worker, by two, by one with compaction off
+and by one with compaction and recall off: each `--rounds` times, in turn, then the median of each;
+and the machine's pace before, at each round and after (`speed_probe`). Never passes or fails on
+time. Every size gets `--chats` chats, each of its own user, stepped round robin (`--steps` at each
+size, so a "10-message" chat ends near 10 + 2 x steps / chats rows): the sizes differ in history
+alone, not in how much memory their users have indexed or how often they compact.
 Long chats are seeded as jin leaves them: with a summary row before their newest 40 rows
 (compaction keeps running as the benchmark adds turns, as in production). Every model role,
 the embedder too, is the fake; memory is on: each step recalls over its user's past (what the
@@ -244,13 +244,16 @@ async def run_throughput(
 
 
 # The throughput phases, each on a worker of its own: one process; `jin serve --workers 2` (this
-# machine has 2 cores, shared with Postgres, the fake model and this client); and the step
-# alone, compaction off (with it on, the chats outgrow the trigger during the run and compact;
-# the fake helper answers with a short summary).
+# machine has 2 cores, shared with Postgres, the fake model and this client); compaction off
+# (with it on, the chats outgrow the trigger during the run and compact; the fake helper
+# answers with a short summary); and recall off too, which leaves the step and the indexer:
+# still more than the peer does (its checkpointer and trim_messages keep no memory).
 PHASES: list[tuple[str, int, dict[str, str]]] = [
     ("1 worker process", 1, {}),
     ("2 worker processes", 2, {}),
     ("1 worker process, compaction off", 1, {"JIN_COMPACTION": "false"}),
+    ("1 worker process, compaction and recall off", 1,
+     {"JIN_COMPACTION": "false", "JIN_RECALL": "false"}),
 ]
 
 
@@ -276,7 +279,7 @@ def print_rounds(figures: dict[str, list[float]], concurrency: int) -> None:
     print(f"\n{concurrency} concurrent chats, median of {len(next(iter(figures.values())))} "
           "rounds (lowest - highest):")
     for label, values in figures.items():
-        print(f"  {label:>34}: {statistics.median(values):4.0f} steps/s "
+        print(f"  {label:>45}: {statistics.median(values):4.0f} steps/s "
               f"({min(values):.0f} - {max(values):.0f})")
 
 
