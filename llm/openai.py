@@ -101,7 +101,8 @@ async def fetch_json(
         ) as response:
             if response.status >= 400:
                 raise ProviderHTTPError(response.status, await response.text())
-            return loads(await response.text())
+            text = await response.text()
+            return loads(text) if text.strip() else None  # as aiohttp's json() has it
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # ValueErrors, so caught first
         raise MalformedStream(f"`{path}` did not answer JSON") from exc
     except TRANSPORT_ERRORS as exc:
