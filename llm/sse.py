@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -139,19 +138,16 @@ class ToolCallAssembler:
         yield ToolCalls(out)
 
 
-_LONG_NUMBER = re.compile(r"\d{19}")
-
-
 def loads(text: str) -> Any:
-    """JSON as json.loads reads it, in a fraction of its time (a stream's chunk: 2.7 -> 0.6 us):
-    orjson, but for a text with a run of 19 digits (orjson reads an integer past 64 bits as a
-    float) or one orjson refuses (NaN, which Python's JSON takes). Raises json.JSONDecodeError."""
-    if _LONG_NUMBER.search(text) is None:
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
+    """A model server's JSON, in a fraction of json.loads's time (a streamed chunk: 2.7 -> 0.6
+    us): orjson, and Python's decoder for what orjson refuses and Python's JSON takes (NaN,
+    Infinity). An integer past 64 bits comes back as a float; no field jin reads from a model
+    server holds one (the database's jsonb reader keeps them exact: api/database.py). Raises
+    json.JSONDecodeError."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def chunk_deltas(

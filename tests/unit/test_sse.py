@@ -62,13 +62,11 @@ def test_finish_carries_reason_and_usage() -> None:
     assert deltas == [Finish("stop", {"total_tokens": 3})]
 
 
-@pytest.mark.parametrize("usage", [{"total_tokens": 2**70}, {"cost": float("inf")}])
-def test_a_chunk_reads_as_pythons_json_reads_it_past_what_orjson_takes(usage: dict) -> None:
-    # A usage figure past 64 bits stays an exact integer; Infinity, which a server written in
-    # Python may send, is still read.
-    deltas = list(chunk_deltas(_payload({}, "stop", usage), ThinkSplitter()))
-    assert deltas == [Finish("stop", usage)]
-    assert type(deltas[0].usage[next(iter(usage))]) is type(next(iter(usage.values())))
+def test_a_chunk_with_what_orjson_refuses_and_python_takes_is_still_read() -> None:
+    # Infinity and NaN are not JSON, but a server written in Python may send them.
+    usage = {"cost": float("inf")}
+    assert list(chunk_deltas(_payload({}, "stop", usage), ThinkSplitter())) == [
+        Finish("stop", usage)]
 
 
 @pytest.mark.parametrize("payload", ["{nope", "[1, 2]", '{"id": 1}', '{"choices": [{"delta": 3}]}'])
