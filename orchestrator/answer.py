@@ -140,23 +140,42 @@ async def stream_answer(
 
 
 async def until_aborted(stream: AsyncIterator[Any], abort: AbortSignal) -> AsyncIterator[Any]:
-    """Iterate a stream until it ends or the abort signal fires; closes the stream on abort."""
-    iterator = aiter(stream)
+    """Iterate a stream until it ends or the abort signal fires; closes the stream on abort.
+
+    A task of its own reads the stream into a queue, which the abort also feeds: one task for
+    the stream, not one and an asyncio.wait per item (10.1 -> 1.3 us an item of a 300-token
+    answer: bench/answer_stream.py)."""
+    queue: asyncio.Queue[tuple[Any, BaseException | None]] = asyncio.Queue()
+
+    async def read() -> None:
+        try:
+            async for item in stream:
+                queue.put_nowait((item, None))
+        except BaseException as exc:  # for the reader below, which raises it
+            queue.put_nowait((_END, exc))
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            queue.put_nowait((_END, None))
+
+    reader = asyncio.create_task(read())
     waiter = asyncio.ensure_future(abort.event.wait())
+    waiter.add_done_callback(lambda _: queue.put_nowait((_END, None)))
     try:
         while not abort.event.is_set():
-            nxt = asyncio.ensure_future(anext(iterator))
-            done, _ = await asyncio.wait({nxt, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if nxt not in done:
-                nxt.cancel()
-                await asyncio.gather(nxt, return_exceptions=True)
+            item, error = await queue.get()
+            if error is not None:
+                raise error
+            if item is _END or abort.event.is_set():
                 return
-            try:
-                yield nxt.result()
-            except StopAsyncIteration:
-                return
+            yield item
     finally:
         waiter.cancel()
-        aclose = getattr(iterator, "aclose", None)
+        reader.cancel()  # a read still waiting on the model; the stream closes with it
+        await asyncio.gather(reader, return_exceptions=True)
+        aclose = getattr(stream, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+_END = object()  # the stream ended, or the abort came
