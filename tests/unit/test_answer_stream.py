@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -19,7 +20,7 @@ class _Model:
         self.closed = False
         self.silent = asyncio.Event()  # past its items, waiting
 
-    async def stream(self):  # noqa: ANN201 - an async generator
+    async def stream(self) -> AsyncIterator[str]:
         try:
             for item in self.items:
                 await asyncio.sleep(0)
@@ -33,7 +34,7 @@ class _Model:
             self.closed = True
 
 
-async def _read(stream, abort: AbortSignal, got: list[str]) -> None:  # noqa: ANN001
+async def _read(stream: AsyncIterator[str], abort: AbortSignal, got: list[str]) -> None:
     async for item in until_aborted(stream, abort):
         got.append(item)
 
