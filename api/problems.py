@@ -149,6 +149,7 @@ def install(app: FastAPI) -> None:
         return _database_problem(exc, exc.orig)
 
     @app.exception_handler(asyncpg.InterfaceError)
+    @app.exception_handler(asyncpg.exceptions.InternalClientError)
     @app.exception_handler(asyncpg.PostgresError)
     async def _driver(_: Request, exc: Exception) -> JSONResponse:
         # asyncpg's own error: SQLAlchemy wraps what statements raise, not what the hooks that

@@ -13,10 +13,14 @@ import asyncpg
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 _NOT_NOW = ("08", "53", "57P")
-# The connection is gone or unusable: the socket's errors and asyncpg's.
+# The connection is gone or unusable: the socket's errors and asyncpg's. An InternalClientError
+# is asyncpg's protocol stuck mid-operation ("cannot switch to state 12; another operation (2) is
+# in progress"): a pooled connection whose server went away while it sat idle, handed out before
+# anything noticed (a history read's 500 when Postgres was stopped under load).
 DISCONNECTED = (
     asyncpg.exceptions.PostgresConnectionError,
     asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CrashShutdownError,
     asyncpg.exceptions.CannotConnectNowError,

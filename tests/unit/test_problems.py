@@ -18,6 +18,9 @@ _RAISED = {
     "terminated": asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of "
                                                       "operation"),
     "shutting_down": asyncpg.CannotConnectNowError("the database system is shutting down"),
+    # A pooled connection whose server went away while it sat idle, stuck in its protocol.
+    "stuck": asyncpg.exceptions.InternalClientError(
+        "cannot switch to state 12; another operation (2) is in progress"),
     "bad_sql": asyncpg.PostgresSyntaxError("syntax error at or near \"SELEC\""),
 }
 
@@ -36,7 +39,7 @@ def url() -> Iterator[str]:
     stop_thread_server(server, thread)
 
 
-@pytest.mark.parametrize("name", ["closed", "terminated", "shutting_down"])
+@pytest.mark.parametrize("name", ["closed", "terminated", "shutting_down", "stuck"])
 def test_the_driver_losing_the_server_is_a_503_to_retry(url: str, name: str) -> None:
     response = httpx.get(f"{url}/raise/{name}")
     assert response.status_code == 503
