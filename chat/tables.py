@@ -136,7 +136,8 @@ class Driver:
         self.raw: asyncpg.Connection = pooled.driver_connection
 
     def invalidate(self, exc: BaseException) -> None:
-        self._pooled.invalidate(exc)
+        if self._pooled.is_valid:  # (fetch may have done it already)
+            self._pooled.invalidate(exc)
 
 
 @asynccontextmanager
@@ -157,8 +158,9 @@ async def checkout(engine: AsyncEngine) -> AsyncIterator[Driver]:
         # A statement cut off half-way (its task cancelled, a timeout) leaves asyncpg cancelling
         # it on the server: back in the pool, the connection would fail its next user with
         # "another operation is in progress" (a 500 seen when Postgres restarted under load).
-        # It is closed instead; the pool opens a new one when needed.
-        if (isinstance(exc, asyncio.CancelledError | TimeoutError)
+        # So does a connection lost under asyncpg's own statements (a transaction's BEGIN or
+        # ROLLBACK), which `fetch` does not see. It is closed instead; the pool opens a new one.
+        if (isinstance(exc, (asyncio.CancelledError, TimeoutError, *DISCONNECTED))
                 or getattr(driver.raw, "_cancellations", None)):
             driver.invalidate(exc)
         raise
