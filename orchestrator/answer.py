@@ -151,7 +151,7 @@ async def until_aborted(stream: AsyncIterator[Any], abort: AbortSignal) -> Async
         try:
             async for item in stream:
                 queue.put_nowait((item, None))
-        except BaseException as exc:  # for the reader below, which raises it
+        except BaseException as exc:  # for the loop below, which raises it in the step
             queue.put_nowait((_END, exc))
             if not isinstance(exc, Exception):
                 raise

@@ -275,3 +275,33 @@ async def test_a_connection_the_server_drops_while_it_is_set_up_is_an_outage(
             assert (await fetch(conn, text("SELECT 41 + 1"), {}))[0][0] == 42
     finally:
         await engine.dispose()
+
+
+async def test_a_connection_lost_under_a_transactions_own_statements_is_not_handed_out_again(
+    database_url: str,
+) -> None:
+    # The server drops a connection and the next thing sent on it is asyncpg's own BEGIN (the
+    # indexer's and the fact store's transactions), not a statement through `fetch`: the caller
+    # sees the outage, and the pool must not hand that connection to the next user.
+    engine = create_engine(database_url, pool_size=1)  # two connections
+    killer = create_engine(database_url, pool_size=1)
+    try:
+        async with checkout(engine) as held:  # one is busy elsewhere all along
+            with pytest.raises(Exception) as caught:  # noqa: PT011 - whatever the driver raises
+                async with checkout(engine) as conn:
+                    [(pid,)] = await fetch(conn, text("SELECT pg_backend_pid()"), {})
+                    async with checkout(killer) as other:
+                        await fetch(other, text("SELECT pg_terminate_backend(:pid)"),
+                                    {"pid": pid})
+                    await asyncio.sleep(0.2)
+                    async with conn.raw.transaction():
+                        await fetch(conn, text("SELECT 1"), {})
+            assert is_outage(caught.value), repr(caught.value)
+            async with checkout(engine) as conn:
+                [(again, answer)] = await fetch(conn, text("SELECT pg_backend_pid(), 41 + 1"),
+                                                {})
+            assert answer == 42 and again != pid
+            assert (await fetch(held, text("SELECT 1"), {}))[0][0] == 1
+    finally:
+        await engine.dispose()
+        await killer.dispose()
