@@ -33,6 +33,7 @@ from chat.abort_channel import AbortListener
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.sweeper import sweep_forever
+from chat.window_cache import WindowCache
 from llm.batching import BatchedQueries
 from llm.embedded import EmbeddedChatServer
 from llm.errors import LLMError
@@ -265,7 +266,9 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         )
         if not brain.embedded and brain.context_window is None:
             brain = await _discover_window(brain, http)
-        chats, counter = PostgresChatStore(engine), TiktokenCounter()
+        # The rows of the windows this worker read, which its next reads need not fetch again.
+        windows = WindowCache()
+        chats, counter = PostgresChatStore(engine, windows), TiktokenCounter()
         memory_db = create_memory_engine(settings.database_url or "",
                                          pool_size=max(2, settings.db_pool_size // 4))
         # Recall of users known to be small, planned once per connection (memory/search.py).
@@ -284,7 +287,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
                 target_ratio=settings.compact_target_ratio,
             ),
         ) if settings.compaction else None
-        steps = PostgresStepStore(engine)
+        steps = PostgresStepStore(engine, windows)
         deps = StepDeps(
             chats=chats,
             steps=steps,

@@ -22,19 +22,18 @@ import uuid
 from sqlalchemy import text
 
 from chat.ports import BegunStep, OpenStep
-from chat.store import WINDOW_CTES, window_from_rows, window_union
+from chat.store import WINDOW_CTES, WINDOW_NAMES, read_window, window_from_rows, window_union
 from chat.tables import (
     CHAT_COLUMNS,
-    MESSAGE_COLUMNS,
     Driver,
     chat_from_row,
     fetch,
     message_from_row,
 )
 from chat.types import MAX_POSITION, MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Window
+from chat.window_cache import NOTHING_HELD, WindowCache
 
 _CHAT_NAMES = [c.strip() for c in CHAT_COLUMNS.split(",")]
-_MESSAGE_NAMES = [c.strip() for c in MESSAGE_COLUMNS.split(",")]
 _HEAD = [*(f"c_{c}" for c in _CHAT_NAMES), "begun", "last_position", "user_created_at"]
 
 # The turn, once `pos` has moved the chat's positions and running total on: the step, the
@@ -78,7 +77,7 @@ WITH seen AS (
 ), {TURN_CTES}, {WINDOW_CTES}
 SELECT {", ".join(f"prev.{c} AS c_{c}" for c in _CHAT_NAMES)},
        pos.last_position IS NOT NULL AS begun, pos.last_position,
-       um.created_at AS user_created_at, {", ".join(f"NULL AS {c}" for c in _MESSAGE_NAMES)}
+       um.created_at AS user_created_at, {", ".join(f"NULL AS {c}" for c in WINDOW_NAMES)}
 FROM prev LEFT JOIN pos ON true LEFT JOIN um ON true
 UNION ALL
 SELECT {", ".join("NULL" for _ in _HEAD)}, w.* FROM ({window_union(
@@ -87,27 +86,36 @@ WHERE EXISTS (SELECT 1 FROM pos)""")
 
 
 async def open_at_once(
-    conn: Driver, request: OpenStep, budget: int
+    conn: Driver, request: OpenStep, budget: int, held: WindowCache | None = None
 ) -> tuple[Chat, Window, BegunStep] | None:
     """The step opened in one statement, its window read for a tail budget of `budget`; None
-    when it could not be (nothing was written then, and no lease taken)."""
+    when it could not be (nothing was written then, and no lease taken). `held`: the rows this
+    worker read before (chat/window_cache.py)."""
     user_id, assistant_id = uuid.uuid4(), uuid.uuid4()
+    first, last = NOTHING_HELD if held is None else held.range_of(request.chat_id)
     rows = await fetch(conn, _OPEN, {
         "chat": request.chat_id, "t": request.tenant_id, "step": request.step_id,
         "ttl": request.lease_ttl, "gap": POSITION_GAP, "key": request.idempotency_key,
         "cost": request.token_count + MESSAGE_OVERHEAD, "user_id": user_id,
         "assistant_id": assistant_id, "worker": request.worker, "content": request.content,
         "tokens": request.token_count, "budget": budget, "limit": request.window_rows + 1,
-        "before": MAX_POSITION,
+        "before": MAX_POSITION, "held_first": first, "held_last": last,
     })
     head = next((row for row in rows if row["c_id"] is not None), None)
     if head is None or not head["begun"]:
         return None
     chat = chat_from_row({name: head[f"c_{name}"] for name in _CHAT_NAMES})
     position = head["last_position"]
-    window = window_from_rows(
-        chat, [message_from_row(row) for row in rows if row["c_id"] is None], request.window_rows
-    )
+    found = [row for row in rows if row["c_id"] is None]
+    messages = ([message_from_row(row) for row in found] if held is None
+                else held.messages(chat.id, found))
+    if messages is None:  # a held row missing: read the window (as it was before the turn) whole
+        window = await read_window(conn, chat, request.window_rows, budget,
+                                   before=position - POSITION_GAP, held=held)
+    else:
+        if held is not None:
+            held.keep(chat.id, messages)
+        window = window_from_rows(chat, messages, request.window_rows)
     user_message = Message(
         id=user_id, chat_id=request.chat_id, position=position - POSITION_GAP, kind="user",
         content=request.content, status="complete", token_count=request.token_count,

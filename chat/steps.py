@@ -38,6 +38,7 @@ from chat.tables import (
     step_from_row,
 )
 from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Window
+from chat.window_cache import WindowCache
 
 # Take the lease if it is free or expired; `previous_step` is the holder whose lease ran out.
 _ACQUIRE = text(f"""
@@ -186,10 +187,13 @@ SELECT CAST(:assistant_id AS uuid) WHERE NOT EXISTS (SELECT 1 FROM st) AND EXIST
 
 
 class PostgresStepStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, windows: WindowCache | None = None) -> None:
+        """`windows`: the rows of windows read before (chat/window_cache.py), shared with the
+        worker's chat store."""
         # Each method here is one statement, or statements that need no common snapshot, so
         # they run in autocommit: one round trip each instead of BEGIN, statement, COMMIT.
         self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._windows = WindowCache() if windows is None else windows
 
     async def open(self, request: OpenStep) -> OpenResult:
         params = {
@@ -201,9 +205,10 @@ class PostgresStepStore:
         async with checkout(self._db) as conn:
             try:
                 if request.default_budget is not None:
-                    opened = await open_at_once(conn, request, request.default_budget)
+                    opened = await open_at_once(
+                        conn, request, request.default_budget, self._windows)
                     if opened is not None:
-                        return await _with_own_budget(conn, request, *opened)
+                        return await _with_own_budget(conn, request, *opened, self._windows)
                 chat = await _take_lease(conn, params)
                 if not isinstance(chat, Chat):
                     return chat
@@ -213,7 +218,8 @@ class PostgresStepStore:
                         await fetch(conn, _RELEASE, params)  # a replay writes nothing new
                         return outcome
                 window = await read_window(
-                    conn, chat, request.window_rows, request.window_budget(chat)
+                    conn, chat, request.window_rows, request.window_budget(chat),
+                    held=self._windows,
                 )
                 begun = await _begin(conn, request)
             except BaseException:
@@ -307,13 +313,14 @@ class PostgresStepStore:
 
 
 async def _with_own_budget(
-    conn: Driver, request: OpenStep, chat: Chat, window: Window, begun: BegunStep
+    conn: Driver, request: OpenStep, chat: Chat, window: Window, begun: BegunStep,
+    held: WindowCache,
 ) -> Opened:
     """The opened step; its window read again if the chat sets a budget of its own."""
     budget = request.window_budget(chat)
     if budget != request.default_budget:
         window = await read_window(conn, chat, request.window_rows, budget,
-                                   before=begun.user_message.position)
+                                   before=begun.user_message.position, held=held)
     return Opened(chat, window, begun)
 
 

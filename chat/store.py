@@ -31,6 +31,7 @@ from chat.types import (
     Window,
     summary_id_for,
 )
+from chat.window_cache import NOTHING_HELD, WindowCache
 
 # Rows appended in one go, in order; only when no step holds the chat.
 _IMPORT = text("""
@@ -63,6 +64,19 @@ _VISIBLE = (
     "AND (status = 'complete' OR (status = 'interrupted' AND content <> ''))"
 )
 
+# A window's columns. A row in the positions the worker holds (chat/window_cache.py) comes
+# without most of them, `held` set: the worker has it already. Summary rows always come whole.
+# (What the statement orders by stays as it is: ORDER BY takes these names as output columns.)
+_HELD = ("kind <> 'summary' AND status <> 'streaming' "
+         "AND position BETWEEN :held_first AND :held_last")
+_ALWAYS_SENT = ("id", "position", "kind", "tokens_after")
+WINDOW_NAMES = ["held", *(c.strip() for c in MESSAGE_COLUMNS.split(","))]
+WINDOW_COLUMNS = ", ".join(
+    f"{_HELD} AS held" if c == "held" else c if c in _ALWAYS_SENT
+    else f"CASE WHEN {_HELD} THEN NULL ELSE {c} END AS {c}"
+    for c in WINDOW_NAMES
+)
+
 # The window in one round trip: the latest summary row, then the rows after it that the tail
 # budget can take, found by a range scan of (chat_id, tokens_after), so the cost does not grow
 # with the length of the chat; then the rest of the current turn (from the last user message on)
@@ -85,21 +99,21 @@ def window_union(threshold: str) -> str:
     """The window's rows (after WINDOW_CTES); `threshold` is the SQL of the running total
     that a row's `tokens_after` must pass to be in the tail budget."""
     return f"""
-(SELECT {MESSAGE_COLUMNS} FROM messages
+(SELECT {WINDOW_COLUMNS} FROM messages
   WHERE chat_id = :chat AND position = (SELECT position FROM s))
 UNION ALL
-(SELECT {MESSAGE_COLUMNS} FROM messages
+(SELECT {WINDOW_COLUMNS} FROM messages
   WHERE chat_id = :chat AND tokens_after > {threshold} AND position < :before
     AND position > COALESCE((SELECT position FROM s), -1) AND {_VISIBLE}
   ORDER BY tokens_after DESC, position DESC LIMIT :limit)
 UNION ALL
-(SELECT {MESSAGE_COLUMNS} FROM messages
+(SELECT {WINDOW_COLUMNS} FROM messages
   WHERE chat_id = :chat AND kind IN ('user', 'assistant') AND status = 'complete'
     AND position < (SELECT position FROM s)
     AND position > COALESCE((SELECT position FROM rs), -1)
   ORDER BY position LIMIT 2)
 UNION ALL
-(SELECT {MESSAGE_COLUMNS} FROM messages
+(SELECT {WINDOW_COLUMNS} FROM messages
   WHERE chat_id = :chat AND tokens_after <= {threshold} AND {_VISIBLE}
     AND position >= (
         SELECT position FROM messages
@@ -116,19 +130,31 @@ WINDOW_SQL = text(f"WITH {WINDOW_CTES}\n{window_union(':threshold')}")
 
 async def read_window(
     conn: AsyncConnection | Driver, chat: Chat, max_rows: int, budget_tokens: int,
-    before: int | None = None,
+    before: int | None = None, held: WindowCache | None = None,
 ) -> Window:
     """The window of a chat, read on a connection (so a step can read it in its transaction);
-    `before`: only rows before that position.
+    `before`: only rows before that position; `held`: the rows this worker read before, which
+    need not come again (and which then hold this window's).
 
     The hottest query of a step, and up to a budget's worth of rows: it goes to asyncpg directly
     (chat.tables.fetch).
     """
-    rows = await fetch(conn, WINDOW_SQL, {
+    params = {
         "chat": chat.id, "threshold": chat.token_total - budget_tokens, "limit": max_rows + 1,
         "before": MAX_POSITION if before is None else before,
-    })
-    return window_from_rows(chat, [message_from_row(row) for row in rows], max_rows)
+    }
+    messages = None
+    if held is not None:
+        first, last = held.range_of(chat.id)
+        rows = await fetch(conn, WINDOW_SQL, {**params, "held_first": first, "held_last": last})
+        messages = held.messages(chat.id, rows)
+    if messages is None:  # nothing held, or a miss
+        first, last = NOTHING_HELD
+        rows = await fetch(conn, WINDOW_SQL, {**params, "held_first": first, "held_last": last})
+        messages = [message_from_row(row) for row in rows]
+    if held is not None:
+        held.keep(chat.id, messages)
+    return window_from_rows(chat, messages, max_rows)
 
 
 def window_from_rows(chat: Chat, messages: list[Message], max_rows: int) -> Window:
@@ -177,10 +203,12 @@ RETURNING {MESSAGE_COLUMNS}""")
 
 
 class PostgresChatStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, windows: WindowCache | None = None) -> None:
+        """`windows`: the rows of windows read before, shared with the worker's step store."""
         # Each method here is one statement, or statements that need no common snapshot, so
         # they run in autocommit: one round trip each instead of BEGIN, statement, COMMIT.
         self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._windows = WindowCache() if windows is None else windows
 
     async def create_chat(self, new: NewChat) -> Chat:
         async with self._db.connect() as conn:
@@ -270,7 +298,7 @@ class PostgresChatStore:
         self, chat: Chat, max_rows: int, budget_tokens: int, before: int | None = None
     ) -> Window:
         async with checkout(self._db) as conn:
-            return await read_window(conn, chat, max_rows, budget_tokens, before)
+            return await read_window(conn, chat, max_rows, budget_tokens, before, self._windows)
 
     async def read_span(self, chat: Chat, max_rows: int) -> tuple[Message | None, list[Message]]:
         async with checkout(self._db) as conn:

@@ -202,7 +202,7 @@ async def test_history_and_window_use_the_index_on_a_100k_message_chat(
             assert "messages_chat_position" in plan and "Sort" not in plan, plan
         plan = "\n".join((await conn.execute(text("EXPLAIN ANALYZE " + str(WINDOW_SQL)), {
             "chat": chat.id, "limit": 401, "threshold": window.chat.token_total - 1000,
-            "before": MAX_POSITION,
+            "before": MAX_POSITION, "held_first": 1, "held_last": 0,
         })).scalars())
         assert "Seq Scan on messages" not in plan, plan
         assert "messages_tail" in plan, plan  # the tail is a range scan of tokens_after
