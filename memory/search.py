@@ -20,7 +20,8 @@ from pgvector import Vector
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.tables import built, checkout, fetch
+from chat.tables import checkout, fetch
+from chat.types import built
 from llm.ports import Embedder
 from memory.indexer import MAX_CHARS
 from memory.owners import ANN_FROM, nearest

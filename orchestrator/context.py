@@ -15,7 +15,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from chat.types import MESSAGE_OVERHEAD, Chat, Message, Window
+from chat.types import MESSAGE_OVERHEAD, Chat, Message, Window, built
 from llm.ports import TokenCounter
 from llm.types import PromptMessage
 from orchestrator.prepass import prepass
@@ -116,12 +116,13 @@ def neutralize(text: str, tag: str) -> str:
 def _prompt_message(message: Message) -> PromptMessage:
     role = message.kind if message.kind in ("user", "assistant", "tool", "system") else "system"
     meta = message.meta
-    return PromptMessage(
-        role=role,  # type: ignore[arg-type]
+    return built(  # every field (tests/unit/test_context.py checks it)
+        PromptMessage,
+        role=role,
         content=message.content,
+        name=meta.get("name"),
         tool_call_id=meta.get("tool_call_id"),
         tool_calls=meta.get("tool_calls"),
-        name=meta.get("name"),
     )
 
 

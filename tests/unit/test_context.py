@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.tokens import TiktokenCounter
+from llm.types import PromptMessage
 from orchestrator.context import MEMORY_TAG, SUMMARY_TAG, Budget, assemble, fence, select_tail
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -50,6 +52,23 @@ def test_tail_never_splits_a_tool_call_from_its_results() -> None:
     for budget_rows in (3, 4, 5):  # room for part of the call's unit: none of it is taken
         assert [m.content for m in select_tail(older, budget_rows * COST)] == ["a0", "q1", "a1"]
     assert [m.content for m in select_tail(older, 6 * COST)] == ["", "r1", "r2", "a0", "q1", "a1"]
+
+
+def test_a_row_goes_to_the_model_with_its_role_name_and_tool_call() -> None:
+    call = msg("assistant", "", tool_calls=[{"id": "c1", "type": "function"}])
+    rows = [msg("user", "q", name="ann"), call, msg("tool", "r1", tool_call_id="c1"),
+            msg("marker", "started over")]
+    window = Window(CHAT, None, rows, more_before=False)
+    plan = assemble(window, None, Budget(1000, 100, 500), TiktokenCounter())
+    sent = next(s for s in plan.sections if s.name == "tail").messages
+    assert sent == [
+        PromptMessage("user", "q", name="ann"),
+        PromptMessage("assistant", "", tool_calls=[{"id": "c1", "type": "function"}]),
+        PromptMessage("tool", "r1", tool_call_id="c1"),
+        PromptMessage("system", "started over"),
+    ]
+    # Made without __init__ (chat.types.built): every field is the message's own.
+    assert all(set(vars(m)) == {f.name for f in dataclasses.fields(PromptMessage)} for m in sent)
 
 
 def test_sections_come_in_the_designed_order_with_token_counts() -> None:
