@@ -65,17 +65,19 @@ _VISIBLE = (
 )
 
 # A window's columns. A row in the positions the worker holds (chat/window_cache.py) comes
-# without most of them, `held` set: the worker has it already. Summary rows always come whole.
-# (What the statement orders by stays as it is: ORDER BY takes these names as output columns.)
-_HELD = ("kind <> 'summary' AND status <> 'streaming' "
-         "AND position BETWEEN :held_first AND :held_last")
-_ALWAYS_SENT = ("id", "position", "kind", "tokens_after")
+# without most of them, `held` set: the worker has it already. The summary row comes whole
+# (WHOLE_COLUMNS); the other rows are final (_VISIBLE, or the first exchange's complete ones),
+# so their position alone says whether they are held. (What the statement orders by stays as
+# it is: ORDER BY takes these names as output columns.)
+_HELD = "position BETWEEN :held_first AND :held_last"
+_ALWAYS_SENT = ("id", "position", "kind", "status", "token_count", "tokens_after")
 WINDOW_NAMES = ["held", *(c.strip() for c in MESSAGE_COLUMNS.split(","))]
 WINDOW_COLUMNS = ", ".join(
     f"{_HELD} AS held" if c == "held" else c if c in _ALWAYS_SENT
     else f"CASE WHEN {_HELD} THEN NULL ELSE {c} END AS {c}"
     for c in WINDOW_NAMES
 )
+WHOLE_COLUMNS = f"false AS held, {MESSAGE_COLUMNS}"
 
 # The window in one round trip: the latest summary row, then the rows after it that the tail
 # budget can take, found by a range scan of (chat_id, tokens_after), so the cost does not grow
@@ -99,7 +101,7 @@ def window_union(threshold: str) -> str:
     """The window's rows (after WINDOW_CTES); `threshold` is the SQL of the running total
     that a row's `tokens_after` must pass to be in the tail budget."""
     return f"""
-(SELECT {WINDOW_COLUMNS} FROM messages
+(SELECT {WHOLE_COLUMNS} FROM messages
   WHERE chat_id = :chat AND position = (SELECT position FROM s))
 UNION ALL
 (SELECT {WINDOW_COLUMNS} FROM messages
