@@ -267,7 +267,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         if not brain.embedded and brain.context_window is None:
             brain = await _discover_window(brain, http)
         # The rows of the windows this worker read, which its next reads need not fetch again.
-        windows = WindowCache()
+        windows = WindowCache(max_chars=settings.window_cache_chars)
         chats, counter = PostgresChatStore(engine, windows), TiktokenCounter()
         memory_db = create_memory_engine(settings.database_url or "",
                                          pool_size=max(2, settings.db_pool_size // 4))

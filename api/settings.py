@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     # memory, kept open once made. Keep workers x 2.5 x this under the server's max_connections
     # (100 by default).
     db_pool_size: int = Field(default=10, ge=1, le=500)
+    # Characters of window rows a worker keeps from step to step (chat/window_cache.py), so that
+    # a chat's next step reads only its new rows whole; 0 keeps none.
+    window_cache_chars: int = Field(default=32_000_000, ge=0)
 
     # Model roles. Unset URL means the embedded model (brain/helper) or embedder.
     brain_url: str | None = None

@@ -59,8 +59,6 @@ def chat_from_row(row: Mapping[str, Any]) -> Chat:
     )
 
 
-
-
 def message_from_row(row: Mapping[str, Any]) -> Message:
     return built(
         Message,

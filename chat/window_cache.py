@@ -40,7 +40,8 @@ class _Held:
 
 class WindowCache:
     """Per worker, per chat: the final rows of the last window read, the least recently read
-    chats going first once `max_chars` of text is held."""
+    chats going first once `max_chars` of text is held (32 MB of English text, and the rows'
+    own objects; 0 holds nothing)."""
 
     def __init__(self, max_chars: int = 32_000_000) -> None:
         self.max_chars = max_chars
@@ -76,9 +77,9 @@ class WindowCache:
 
     def keep(self, chat_id: uuid.UUID, messages: list[Message]) -> None:
         """Hold the final rows of a window just read, covering its positions."""
-        rows = {m.id: m for m in messages if m.status != "streaming" and m.kind != "summary"}
         self.forget(chat_id)
-        if not rows:
+        rows = {m.id: m for m in messages if m.status != "streaming" and m.kind != "summary"}
+        if not rows or self.max_chars == 0:
             return
         positions = [m.position for m in rows.values()]
         chars = sum(len(m.content) + len(m.reasoning or "") for m in rows.values())

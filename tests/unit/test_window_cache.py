@@ -34,3 +34,10 @@ def test_what_is_held_stays_within_its_bound_the_least_recently_read_chats_going
                         created_at=datetime.now(UTC))
     held.keep(chats[0], [_message(chats[0], 4, "a"), streaming])
     assert held.range_of(chats[0]) == (4, 4)
+
+
+def test_a_bound_of_nothing_holds_nothing() -> None:
+    held = WindowCache(max_chars=0)
+    chat_id = uuid.uuid4()
+    held.keep(chat_id, [_message(chat_id, 1, "")])
+    assert held.range_of(chat_id) == NOTHING_HELD and len(held) == 0
