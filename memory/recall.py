@@ -1,5 +1,5 @@
 """Recall ranking: fusion, recency, weights, near-duplicate collapse, the token cut. Pure, but
-for a memo of the key terms of rows it read (`_TERMS`).
+for memos of the words and key terms of rows it read (`_WORDS`, `_TERMS`).
 
     dense list ─┐
                 ├─ reciprocal rank fusion ─ × recency ─ × weight ─ collapse ─ cut to budget
@@ -163,7 +163,7 @@ def rank(
             # first, so every word is at least one token. (A full prompt leaves little room,
             # and then most candidates end here.)
             continue
-        words = _words(candidate.text)
+        words = _WORDS.of(candidate)
         limit = config.duplicate_overlap
         if any(_overlap(words, other) >= limit and _TERMS.of(candidate) == _TERMS.of(said)
                for other, said in kept):
@@ -178,33 +178,35 @@ def rank(
     return out
 
 
-class _TermsMemo:
-    """The key terms of rows ranked before. A user's rows come back step after step, and their
-    terms cost more than the rest of the ranking (bench/README.md, session 7). Keyed by the row
-    and its text's hash, since a fact's text can change; bounded by the terms it holds, the
-    oldest going first."""
+class _RowMemo:
+    """A word set of each row ranked before: its key terms, or its words. A user's rows come back
+    step after step, and these cost more than the rest of the ranking (the key terms: session 7;
+    the words, 11 us of regular expression for a 30-word row: session 11, bench/README.md).
+    Keyed by the row and its text's hash, since a fact's text can change; bounded by the words
+    it holds, the oldest going first."""
 
-    def __init__(self, max_terms: int) -> None:
-        self.max_terms = max_terms
-        self.held = 0  # terms held, plus one a row
+    def __init__(self, of_text: Callable[[str], frozenset[str]], max_terms: int) -> None:
+        self.of_text, self.max_terms = of_text, max_terms
+        self.held = 0  # words held, plus one a row
         self._rows: dict[tuple[uuid.UUID, int], frozenset[str]] = {}
 
     def of(self, candidate: Candidate) -> frozenset[str]:
         key = (candidate.id, hash(candidate.text))
         terms = self._rows.get(key)
         if terms is None:
-            terms = self._rows[key] = key_terms(candidate.text)
+            terms = self._rows[key] = self.of_text(candidate.text)
             self.held += len(terms) + 1
             while self.held > self.max_terms:
                 self.held -= len(self._rows.pop(next(iter(self._rows)))) + 1
         return terms
 
 
-_TERMS = _TermsMemo(max_terms=200_000)  # a few MB
-
-
 def _words(text: str) -> frozenset[str]:
-    return frozenset(w.strip("'’") for w in _WORD.findall(text.lower()))
+    return frozenset(_WORD.findall(text.lower()))  # (a match begins and ends with a letter)
+
+
+_TERMS = _RowMemo(key_terms, max_terms=200_000)  # a few MB each
+_WORDS = _RowMemo(_words, max_terms=200_000)
 
 
 def _overlap(a: frozenset[str], b: frozenset[str]) -> float:

@@ -15,7 +15,7 @@ from memory.recall import (
     Candidate,
     RecallConfig,
     Recalled,
-    _TermsMemo,
+    _RowMemo,
     keyword_query,
     rank,
     recency,
@@ -108,7 +108,7 @@ def test_a_row_ranked_again_is_judged_by_the_text_it_has_now() -> None:
 
 
 def test_the_memo_of_key_terms_stays_within_its_bound() -> None:
-    memo = _TermsMemo(max_terms=10)
+    memo = _RowMemo(key_terms, max_terms=10)
     rows = [_c(f"Room {100 + i} has code K{7000 + i}") for i in range(6)]  # 2 terms, +1 a row
     for row in rows:
         assert memo.of(row) == key_terms(row.text)
