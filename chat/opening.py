@@ -28,10 +28,9 @@ from chat.tables import (
     Driver,
     chat_from_row,
     fetch,
-    message_from_row,
 )
 from chat.types import MAX_POSITION, MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Window
-from chat.window_cache import NOTHING_HELD, WindowCache
+from chat.window_cache import NOTHING_HELD, WindowCache, window_messages
 
 _CHAT_NAMES = [c.strip() for c in CHAT_COLUMNS.split(",")]
 _HEAD = [*(f"c_{c}" for c in _CHAT_NAMES), "begun", "last_position", "user_created_at"]
@@ -106,9 +105,7 @@ async def open_at_once(
         return None
     chat = chat_from_row({name: head[f"c_{name}"] for name in _CHAT_NAMES})
     position = head["last_position"]
-    found = [row for row in rows if row["c_id"] is None]
-    messages = ([message_from_row(row) for row in found] if held is None
-                else held.messages(chat.id, found))
+    messages = window_messages(held, chat.id, [row for row in rows if row["c_id"] is None])
     if messages is None:  # a held row missing: read the window (as it was before the turn) whole
         window = await read_window(conn, chat, request.window_rows, budget,
                                    before=position - POSITION_GAP, held=held)

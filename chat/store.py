@@ -31,7 +31,7 @@ from chat.types import (
     Window,
     summary_id_for,
 )
-from chat.window_cache import NOTHING_HELD, WindowCache
+from chat.window_cache import NOTHING_HELD, WindowCache, window_messages
 
 # Rows appended in one go, in order; only when no step holds the chat.
 _IMPORT = text("""
@@ -145,12 +145,10 @@ async def read_window(
         "chat": chat.id, "threshold": chat.token_total - budget_tokens, "limit": max_rows + 1,
         "before": MAX_POSITION if before is None else before,
     }
-    messages = None
-    if held is not None:
-        first, last = held.range_of(chat.id)
-        rows = await fetch(conn, WINDOW_SQL, {**params, "held_first": first, "held_last": last})
-        messages = held.messages(chat.id, rows)
-    if messages is None:  # nothing held, or a miss
+    first, last = NOTHING_HELD if held is None else held.range_of(chat.id)
+    rows = await fetch(conn, WINDOW_SQL, {**params, "held_first": first, "held_last": last})
+    messages = window_messages(held, chat.id, rows)
+    if messages is None:  # a held row missing: read again, every row whole
         first, last = NOTHING_HELD
         rows = await fetch(conn, WINDOW_SQL, {**params, "held_first": first, "held_last": last})
         messages = [message_from_row(row) for row in rows]

@@ -98,3 +98,13 @@ class WindowCache:
 
     def __len__(self) -> int:
         return len(self._chats)
+
+
+def window_messages(
+    held: WindowCache | None, chat_id: uuid.UUID, rows: Iterable[Mapping[str, Any]]
+) -> list[Message] | None:
+    """A window's rows as messages, through what the worker holds when it keeps any; None for
+    a miss (WindowCache.messages)."""
+    if held is None:
+        return [message_from_row(row) for row in rows]
+    return held.messages(chat_id, rows)
