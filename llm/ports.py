@@ -46,3 +46,7 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int:
         """Tokens in a text."""
         ...
+
+    def count_lines(self, text: str) -> int:
+        """Tokens in a text, as count(text), for a new text made of lines counted before."""
+        ...

@@ -64,3 +64,24 @@ class TiktokenCounter:
         if len(text) > self.CACHED_CHARS:
             return self._encode(text)
         return self._cached(text)
+
+    def count_lines(self, text: str) -> int:
+        """count(text), from the remembered counts of its lines.
+
+        For a text made anew of lines seen before: the memory fence of a step is new text each
+        time (~600 tokens, ~0.2 ms to encode), made of items that come back step after step.
+        Exact: tiktoken cuts a text into pieces by its pattern before merging bytes into
+        tokens, and no piece of cl100k's or o200k's pattern runs from a newline into a
+        character that is neither whitespace nor a slash (o200k's punctuation piece takes
+        newlines and slashes after it). So where a line ends in a newline and the next line
+        starts with such a character, the text's tokens are the two sides' tokens; any other
+        line joins the one before it and is counted with it (tests/unit/test_tokens.py checks
+        both encodings on made-up texts)."""
+        total, pending = 0, ""
+        for line in text.splitlines(keepends=True):
+            if pending.endswith("\n") and not line[0].isspace() and line[0] != "/":
+                total += self.count(pending)
+                pending = line
+            else:
+                pending += line
+        return total + self.count(pending)

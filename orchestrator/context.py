@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +56,9 @@ class Section:
     name: str
     messages: list[PromptMessage]
     tokens: int
-    source_ids: list[str] = field(default_factory=list)
+    # The rows it comes from, as ids: made text only where someone asks (the context route);
+    # a step's ~100 rows would cost ~100 us of UUID.__str__ for nobody.
+    source_ids: list[uuid.UUID] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -176,28 +179,27 @@ def assemble(
     sections.append(_rows_section("head", head_rows))
 
     summary: list[PromptMessage] = []
-    summary_ids: list[str] = []
+    summary_ids: list[uuid.UUID] = []
     if summary_row is not None and summary_row.content.strip():
         text = fence(SUMMARY_TAG, SUMMARY_PREAMBLE, summary_row.content)
         summary = [PromptMessage("system", text)]
-        summary_ids = [str(summary_row.id)]
+        summary_ids = [summary_row.id]
     sections.append(Section("summary", summary, _tokens(summary, counter), summary_ids))
 
-    memory: list[PromptMessage] = []
-    if recalled:
-        memory = [PromptMessage("system", fence(MEMORY_TAG, MEMORY_PREAMBLE, "\n".join(recalled)))]
+    memory = _memory_section(recalled or [], counter)
     new = [PromptMessage("user", new_message)] if new_message is not None else []
+    new_section = Section("new_message", new, _tokens(new, counter))
 
     tail = select_tail(window.tail, budget.tail_tokens)
     older = prepass(window.tail, len(tail), counter)[: len(window.tail) - len(tail)]
-    fixed = sum(s.tokens for s in sections) + _tokens(memory, counter) + _tokens(new, counter)
+    fixed = sum(s.tokens for s in sections) + memory.tokens + new_section.tokens
     room = budget.total - fixed - sum(m.cost for m in tail)
     history = _fit_newest(older, room)
 
     sections.append(_rows_section("history", history))
     sections.append(_rows_section("tail", tail))
-    sections.append(Section("memory", memory, _tokens(memory, counter)))
-    sections.append(Section("new_message", new, _tokens(new, counter)))
+    sections.append(memory)
+    sections.append(new_section)
     return PromptPlan(
         sections=sections,
         budget=budget,
@@ -210,8 +212,7 @@ def assemble(
 def with_memory(plan: PromptPlan, recalled: list[str], counter: TokenCounter) -> PromptPlan:
     """The plan with its memory fence filled: the older history gives way to it, the rest
     stands as assembled (no second pre-pass)."""
-    memory = [PromptMessage("system", fence(MEMORY_TAG, MEMORY_PREAMBLE, "\n".join(recalled)))]
-    memory_section = Section("memory", memory, _tokens(memory, counter))
+    memory_section = _memory_section(recalled, counter)
     fixed = sum(s.tokens for s in plan.sections if s.name not in ("history", "memory"))
     history = _fit_newest(plan.older, plan.budget.total - fixed - memory_section.tokens)
     sections = [
@@ -223,12 +224,22 @@ def with_memory(plan: PromptPlan, recalled: list[str], counter: TokenCounter) ->
                       plan.older)
 
 
+def _memory_section(recalled: list[str], counter: TokenCounter) -> Section:
+    """The fence of recalled items: a new text every step, made of items that mostly came
+    before, so counted by its lines (TokenCounter.count_lines)."""
+    if not recalled:
+        return Section("memory", [], 0)
+    text = fence(MEMORY_TAG, MEMORY_PREAMBLE, "\n".join(recalled))
+    return Section("memory", [PromptMessage("system", text)],
+                   counter.count_lines(text) + MESSAGE_OVERHEAD)
+
+
 def _rows_section(name: str, rows: list[Message]) -> Section:
     return Section(
         name,
         [_prompt_message(m) for m in rows],
         sum(m.cost for m in rows),
-        [str(m.id) for m in rows],
+        [m.id for m in rows],
     )
 
 

@@ -146,7 +146,8 @@ async def context(
         "chat_id": str(chat.id),
         "messages": [m.to_openai() for m in plan.messages],
         "sections": [
-            {"name": s.name, "tokens": s.tokens, "messages": len(s.messages), "ids": s.source_ids}
+            {"name": s.name, "tokens": s.tokens, "messages": len(s.messages),
+             "ids": [str(i) for i in s.source_ids]}
             for s in plan.sections
         ],
         "total_tokens": plan.total_tokens,

@@ -39,6 +39,8 @@ async def test_context_shows_exactly_what_the_next_step_sends(
     assert context["messages"] + [{"role": "user", "content": "question 2"}] == sent
     sections = {s["name"]: s for s in context["sections"]}
     assert sections["tail"]["messages"] == 4 and sections["tail"]["tokens"] > 0
+    # Each section names the rows it shows: the tail is the four rows of the history, in order.
+    assert sections["tail"]["ids"] == [r["id"] for r in await history(client, chat_id)][:4]
     assert context["total_tokens"] == sum(s["tokens"] for s in context["sections"])
     assert context["budget"]["total"] == 8192 - 1024
     assert context["would_compact"] is False
