@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+import numpy as np
+
 from chat.types import BusyPolicy, Chat, Message, ModelSettings, Page, StepRecord, Window
 
 
@@ -184,7 +186,7 @@ class StepStore(Protocol):
         self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
         token_count: int, usage: dict[str, Any] | None, error_code: str | None,
         timings: dict[str, float], meta: dict[str, Any] | None = None,
-        user_vector: tuple[str, list[float]] | None = None,
+        user_vector: tuple[str, np.ndarray] | None = None,
     ) -> bool:
         """Write the answer (merging `meta` into its meta, e.g. the memory actions), the step's
         outcome and the lease's release, together; queue the answer for recall indexing, and

@@ -277,7 +277,7 @@ class PostgresStepStore:
         self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
         token_count: int, usage: dict[str, Any] | None, error_code: str | None,
         timings: dict[str, float], meta: dict[str, Any] | None = None,
-        user_vector: tuple[str, list[float]] | None = None,
+        user_vector: tuple[str, np.ndarray] | None = None,
     ) -> bool:
         embedder, vector = user_vector or (None, None)
         queued = None if vector is None else Vector(np.asarray(vector, dtype=np.float32))

@@ -23,9 +23,9 @@ from __future__ import annotations
 import asyncio
 
 from llm.errors import rejects_input
-from llm.ports import Embedder
+from llm.ports import Embedder, Embedding
 
-_Waiting = tuple[list[str], "asyncio.Future[list[list[float]]]"]
+_Waiting = tuple[list[str], "asyncio.Future[list[Embedding]]"]
 
 
 class BatchedQueries:
@@ -49,13 +49,13 @@ class BatchedQueries:
     def symmetric(self) -> bool:
         return self.inner.symmetric
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str]) -> list[Embedding]:
         return await self.inner.embed(texts)
 
-    async def embed_query(self, texts: list[str]) -> list[list[float]]:
+    async def embed_query(self, texts: list[str]) -> list[Embedding]:
         if not texts:
             return []
-        answer: asyncio.Future[list[list[float]]] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[list[Embedding]] = asyncio.get_running_loop().create_future()
         self._waiting.append((texts, answer))
         if len(self._senders) < self.in_flight:
             self._senders.add(asyncio.create_task(self._send()))

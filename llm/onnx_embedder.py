@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from llm.ports import Embedding
+
 MODEL_NAME = "all-MiniLM-L6-v2 int8 (embedded ONNX)"
 MAX_LENGTH = 256
 
@@ -54,14 +56,14 @@ class OnnxMiniLM:
                 str(model), options, providers=["CPUExecutionProvider"]
             )
 
-    def embed_sync(self, texts: list[str]) -> list[list[float]]:
+    def embed_sync(self, texts: list[str]) -> list[Embedding]:
         self._load()
-        out: list[list[float]] = []
+        out: list[Embedding] = []
         for start in range(0, len(texts), self.batch_size):
             out.extend(self._batch(texts[start : start + self.batch_size]))
         return out
 
-    def _batch(self, texts: list[str]) -> list[list[float]]:
+    def _batch(self, texts: list[str]) -> list[Embedding]:
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
@@ -70,9 +72,9 @@ class OnnxMiniLM:
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).tolist()
+        return list((pooled / np.clip(norms, 1e-12, None)).astype(np.float32))
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str]) -> list[Embedding]:
         if not texts:
             return []
         return await asyncio.to_thread(self.embed_sync, texts)
@@ -81,6 +83,6 @@ class OnnxMiniLM:
     def symmetric(self) -> bool:
         return True  # MiniLM embeds queries and passages alike
 
-    async def embed_query(self, texts: list[str]) -> list[list[float]]:
+    async def embed_query(self, texts: list[str]) -> list[Embedding]:
         """Same as embed: MiniLM embeds queries and passages alike."""
         return await self.embed(texts)

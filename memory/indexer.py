@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from chat.tables import checkout, fetch
 from chat.types import MAX_POSITION
 from llm.errors import LLMError, rejects_input
-from llm.ports import Embedder
+from llm.ports import Embedder, Embedding
 from memory.owners import ANN_FROM, count_written
 
 log = logging.getLogger("jin.indexer")
@@ -217,7 +217,7 @@ class Indexer:
         except RuntimeError:  # an embedder that learns its dimension at its first call
             return False
 
-    async def _write(self, ids: list[uuid.UUID], vectors: list[list[float]]) -> None:
+    async def _write(self, ids: list[uuid.UUID], vectors: list[Embedding]) -> None:
         async with checkout(self._db) as conn:
             async with conn.raw.transaction():  # both, or neither
                 written = await fetch(conn, _WRITE, {

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+from llm.ports import Embedding
 from memory.recall import RecallConfig, RecallResult
 
 
@@ -73,7 +74,7 @@ class FactStore(Protocol):
 class Recaller(Protocol):
     """Recall over the user's past chats and durable facts."""
 
-    async def query_vector(self, query: str) -> list[float] | None:
+    async def query_vector(self, query: str) -> Embedding | None:
         """The vector recall would search with for `query` (None when it searches by words
         alone): a step asks for it as it arrives, alongside its own reads."""
         ...
@@ -84,7 +85,7 @@ class Recaller(Protocol):
         config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
         budget_tokens: int | None = None,
         shown_from: tuple[uuid.UUID, int, datetime] | None = None,
-        vector: Awaitable[list[float] | None] | None = None,
+        vector: Awaitable[Embedding | None] | None = None,
     ) -> RecallResult:
         """Ranked items for the fence; `exclude` are messages the window already shows, and
         `shown_from` a chat, a position and that row's time, from which on all its rows are

@@ -16,8 +16,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Literal
 
+from llm.ports import Embedding
 from memory.facts import key_terms
 
 Source = Literal["message", "fact"]
@@ -90,7 +92,7 @@ class RecallResult:
     timings: dict[str, float] = field(default_factory=dict)
     # The query's vector, as the query text's own, and the embedder's name: given when the
     # embedder embeds searches and texts alike, so a step can store it for its message.
-    text_vector: tuple[str, list[float]] | None = None
+    text_vector: tuple[str, Embedding] | None = None
 
 
 def rrf(rank: int | None, k: int) -> float:
@@ -248,13 +250,14 @@ def keyword_query(text: str) -> str | None:
     return " | ".join(terms[:_MAX_TERMS])
 
 
-def _terms(word: str) -> list[str]:
+@lru_cache(maxsize=65_536)  # a step's question is mostly words asked before
+def _terms(word: str) -> tuple[str, ...]:
     parts = [p for p in word.split("-") if p]
     out = [f"'{p}'" for p in parts]
     for p in parts:
         if _CYRILLIC.search(p) and len(p) >= 5:
             out.append(f"'{p[: max(4, len(p) - 2)]}':*")
-    return out
+    return tuple(out)
 
 
 def render(item: Recalled) -> str:

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.tables import checkout, fetch
 from chat.types import built
-from llm.ports import Embedder
+from llm.ports import Embedder, Embedding
 from memory.indexer import MAX_CHARS
 from memory.owners import ANN_FROM, nearest
 from memory.recall import Candidate, RecallConfig, RecallResult, keyword_query, rank
@@ -181,10 +181,10 @@ class PostgresRecall:
         self.config = config
         self._small: set[tuple[str, str]] = set()  # see for_small_users
 
-    async def query_vector(self, query: str) -> list[float] | None:
+    async def query_vector(self, query: str) -> Embedding | None:
         return None if self.config.mode == "keyword" else await self._embed(query)
 
-    async def _embed(self, query: str) -> list[float]:
+    async def _embed(self, query: str) -> Embedding:
         return (await self._embedder.embed_query([query[:MAX_QUERY_CHARS]]))[0]
 
     async def recall(
@@ -193,7 +193,7 @@ class PostgresRecall:
         config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
         budget_tokens: int | None = None,
         shown_from: tuple[uuid.UUID, int, datetime] | None = None,
-        vector: Awaitable[list[float] | None] | None = None,
+        vector: Awaitable[Embedding | None] | None = None,
     ) -> RecallResult:
         """The fence's items for a query; `exclude` and `shown_from` (a chat, a position and
         that row's time: its rows from there on) are what the window already shows, `hide` a
@@ -226,7 +226,7 @@ class PostgresRecall:
         return RecallResult(items, query, cfg.mode, len(candidates), timings, own)
 
     async def candidates(
-        self, tenant_id: str, user_id: str, query: str, vector: list[float] | None,
+        self, tenant_id: str, user_id: str, query: str, vector: Embedding | None,
         exclude: list[uuid.UUID], cfg: RecallConfig,
         hide: tuple[uuid.UUID, datetime] | None = None,
         shown_from: tuple[uuid.UUID, int, datetime] | None = None,

@@ -22,7 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.tables import Driver, checkout, fetch
-from llm.ports import Embedder
+from llm.ports import Embedder, Embedding
 from memory.duplicates import Add, Batch, Candidate, Decision, Stored, Supersede, Touch
 from memory.facts import clean, key_terms, normalize
 from memory.owners import ANN_FROM, count_written, nearest
@@ -286,7 +286,7 @@ class PostgresFactStore:
         return _fact(rows[0]) if rows else None
 
 
-def _unit(vector: list[float]) -> np.ndarray:
+def _unit(vector: Embedding) -> np.ndarray:
     v = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else v

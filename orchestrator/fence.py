@@ -7,7 +7,7 @@ from collections.abc import Awaitable
 from dataclasses import replace
 
 from chat.types import Chat, Window
-from llm.ports import TokenCounter
+from llm.ports import Embedding, TokenCounter
 from memory.ports import Recaller
 from memory.recall import RecallResult, render
 from orchestrator.compaction import hidden_before
@@ -20,7 +20,7 @@ FENCE_FRAME_TOKENS = 40 + len(MEMORY_TAG) + len(MEMORY_PREAMBLE) // 3
 async def recall_into(
     recall: Recaller | None, counter: TokenCounter, chat: Chat, window: Window,
     plan: PromptPlan, query: str, *, also_shown: list[uuid.UUID] | None = None,
-    vector: Awaitable[list[float] | None] | None = None,
+    vector: Awaitable[Embedding | None] | None = None,
 ) -> tuple[PromptPlan, RecallResult | None]:
     """The plan with its memory fence filled by recall for `query`. The window's rows (what the
     prompt shows, or could) are never recalled, nor what a "start over" put behind."""

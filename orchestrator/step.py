@@ -24,7 +24,7 @@ from chat.ports import (
 )
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.errors import LLMError
-from llm.ports import ChatModel, TokenCounter
+from llm.ports import ChatModel, Embedding, TokenCounter
 from memory.ports import FactStore, IndexQueue, Recaller
 from orchestrator.answer import AbortSignal, Answer, Rounds, stream_answer
 from orchestrator.compaction import Compact, CompactionState, decide
@@ -97,9 +97,9 @@ class Started:
     opened_at: float
     embed_ms: float = 0.0  # how long recall waited for the embedder: model time, not the server's
     recall_ms: float = 0.0  # recall as a whole, the embedder's time included
-    user_vector: tuple[str, list[float]] | None = None  # recall's, for the indexer to keep
+    user_vector: tuple[str, Embedding] | None = None  # recall's, for the indexer to keep
     # The query's vector for recall, asked for as the step arrived (alongside the open).
-    query_vector: asyncio.Task[list[float] | None] | None = None
+    query_vector: asyncio.Task[Embedding | None] | None = None
     type: str = "started"
 
 
@@ -168,7 +168,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
 
 def _early_vector(
     recall: Recaller | None, content: str
-) -> asyncio.Task[list[float] | None] | None:
+) -> asyncio.Task[Embedding | None] | None:
     if recall is None or not content.strip():
         return None
     task = asyncio.create_task(recall.query_vector(content))
