@@ -14,7 +14,8 @@ COUNTERS = {name: TiktokenCounter(name) for name in ("cl100k_base", "o200k_base"
 
 # Where the encodings' patterns turn: letters of several scripts, digits, spaces, newlines and
 # carriage returns, punctuation (the slash and apostrophe among it), marks, emoji.
-ALPHABET = st.sampled_from(list("aZé3 7\n\r\t/'.-<>[]·…") + ["ж", "Ґ", "字", "\u0301", "😀", "\u2028"])
+ALPHABET = st.sampled_from(
+    [*"aZé3 7\n\r\t/'.-<>[]·…", "ж", "Ґ", "字", "\u0301", "😀", "\u2028"])
 LINES = st.lists(st.text(ALPHABET, max_size=24), max_size=8)
 
 
