@@ -44,8 +44,10 @@ _NOT_HIDDEN = (
 
 # Four ranked lists (dense and keyword, over messages and over facts), then the rows they name,
 # each once with its rank in either list (a full join: ~10% less than a union joined back to
-# both lists, to plan and to run). Each list is planned on its own (MATERIALIZED: each is cut by
-# its own LIMIT, so nothing outside could narrow it): planning 0.50 -> 0.43 ms, same rows.
+# both lists, to plan and to run), scored as memory/recall.py scores them and cut to the best
+# `:shortlist`: the ranking walks those, and a worker decodes ~30 rows a step, not ~110. Each
+# list is planned on its own (MATERIALIZED: each is cut by its own LIMIT, so nothing outside
+# could narrow it): planning 0.50 -> 0.43 ms, same rows.
 # The keyword lists rank only the newest `:scan` matches: a common word can match most of a
 # large user's rows, and ranking them all would make recall grow with the user's history. They
 # rank by ts_rank: ts_rank_cd (cover density) cost ~27 us a row against a question's OR of
@@ -78,6 +80,20 @@ _KEYWORD_FACTS = f"""
         WHERE :keyword AND {_OWNER} AND valid_to IS NULL
           AND content_tsv @@ to_tsquery('jin_search', :q)
         ORDER BY updated_at DESC LIMIT :scan"""
+# memory/recall.py `_parts`, term for term and in its order of operations (so that the
+# statement's order is the ranking's, to the last bit of a double): (dense + keyword) x recency
+# x weight. The mode's unused list comes with a weight of 0 (`_scoring`).
+SCORE = """(((CASE WHEN dense_rank IS NULL THEN 0
+            ELSE CAST(:w_dense AS float8) * (1::float8 / (:rrf_k + dense_rank)) END)
+       + (CASE WHEN keyword_rank IS NULL THEN 0
+            ELSE CAST(:w_keyword AS float8) * (1::float8 / (:rrf_k + keyword_rank)) END))
+      * (CAST(:floor AS float8) + (1 - CAST(:floor AS float8))
+         * CASE WHEN CAST(:half_life AS float8) > 0 THEN power(0.5::float8, greatest(
+             date_part('epoch', CAST(:now AS timestamptz) - created_at) / 86400
+             - CAST(:fresh AS float8), 0) / CAST(:half_life AS float8)) ELSE 0 END)
+      * (CASE WHEN source = 'fact' THEN CAST(:w_fact AS float8)
+              WHEN role = 'assistant' THEN CAST(:w_assistant AS float8) ELSE 1 END
+         * (0.5::float8 + importance)))"""
 _CANDIDATES = f"""
 WITH dm AS MATERIALIZED (
     SELECT message_id AS id, row_number() OVER (ORDER BY d) AS r FROM ({{dense}}) x
@@ -94,15 +110,20 @@ WITH dm AS MATERIALIZED (
     FROM ({{keyword_facts}}) x
     ORDER BY r LIMIT :n
 )
-SELECT 'message' AS source, m.id, m.content AS text, m.created_at, m.kind AS role, m.chat_id,
-       0.5::float8 AS importance, r.dense AS dense_rank, r.keyword AS keyword_rank,
-       NULL::bool AS indexed
-FROM (SELECT id, dm.r AS dense, km.r AS keyword FROM dm FULL JOIN km USING (id)) r
-JOIN messages m ON m.id = r.id
-UNION ALL
-SELECT 'fact', f.id, f.text, f.updated_at, 'fact', NULL, f.importance, r.dense, r.keyword, NULL
-FROM (SELECT id, df.r AS dense, kf.r AS keyword FROM df FULL JOIN kf USING (id)) r
-JOIN memories f ON f.id = r.id
+(SELECT * FROM (
+    SELECT 'message' AS source, m.id, m.content AS text, m.created_at, m.kind AS role,
+           m.chat_id, 0.5::float8 AS importance, r.dense AS dense_rank,
+           r.keyword AS keyword_rank, NULL::bool AS indexed
+    FROM (SELECT id, dm.r AS dense, km.r AS keyword FROM dm FULL JOIN km USING (id)) r
+    JOIN messages m ON m.id = r.id
+    UNION ALL
+    SELECT 'fact', f.id, f.text, f.updated_at, 'fact', NULL, f.importance, r.dense, r.keyword,
+           NULL
+    FROM (SELECT id, df.r AS dense, kf.r AS keyword FROM df FULL JOIN kf USING (id)) r
+    JOIN memories f ON f.id = r.id
+) c
+ORDER BY {SCORE} DESC, created_at
+LIMIT :shortlist)
 UNION ALL
 SELECT 'user', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        COALESCE((SELECT ann FROM recall_owners WHERE {_OWNER}), false)"""
@@ -212,11 +233,12 @@ class PostgresRecall:
             if vector is None:  # not asked for, or asked under another mode
                 vector = await self._embed(query)
         embedded = time.perf_counter()
+        now = now or datetime.now(UTC)
         candidates = await self.candidates(
-            tenant_id, user_id, query, vector, exclude or [], cfg, hide, shown_from
+            tenant_id, user_id, query, vector, exclude or [], cfg, hide, shown_from, now=now
         )
         searched = time.perf_counter()
-        items = rank(candidates, now or datetime.now(UTC), cfg, self._count)
+        items = rank(candidates, now, cfg, self._count)
         timings = {
             "embed_ms": round((embedded - started) * 1000, 3),
             "search_ms": round((searched - embedded) * 1000, 3),
@@ -229,8 +251,11 @@ class PostgresRecall:
         self, tenant_id: str, user_id: str, query: str, vector: Embedding | None,
         exclude: list[uuid.UUID], cfg: RecallConfig,
         hide: tuple[uuid.UUID, datetime] | None = None,
-        shown_from: tuple[uuid.UUID, int, datetime] | None = None,
+        shown_from: tuple[uuid.UUID, int, datetime] | None = None, *,
+        now: datetime | None = None,
     ) -> list[Candidate]:
+        """The best candidates for the ranking as of `now`, best first: `SHORTLIST` times
+        `cfg.max_items` of them at most."""
         tsquery = keyword_query(query) if cfg.mode != "dense" else None
         dense = vector is not None
         params = {
@@ -242,6 +267,7 @@ class PostgresRecall:
             "shown_chat": shown_from[0] if shown_from else None,
             "shown_from": shown_from[1] if shown_from else None,
             "shown_at": shown_from[2] if shown_from else None,
+            **_scoring(cfg, now or datetime.now(UTC)),
         }
         owner = (tenant_id, user_id)
         if owner in self._small:
@@ -266,6 +292,23 @@ class PostgresRecall:
             if len(self._small) >= _MAX_KNOWN_SMALL:
                 self._small.clear()
             self._small.add(owner)
+
+
+# The ranking keeps at most `max_items` of the candidates, walking them best first; it passes
+# over near-duplicates and items too long for the room left, and three times as many leave it
+# room for that (bench/README.md, session 12: what the cut changed in the recall benchmark).
+SHORTLIST = 3
+
+
+def _scoring(cfg: RecallConfig, now: datetime) -> dict[str, Any]:
+    """The parameters of SCORE: the weights of the ranking (memory/recall.py `_parts`)."""
+    return {
+        "w_dense": 0.0 if cfg.mode == "keyword" else cfg.dense_weight,
+        "w_keyword": 0.0 if cfg.mode == "dense" else cfg.keyword_weight,
+        "rrf_k": cfg.rrf_k, "floor": cfg.recency_floor, "half_life": cfg.half_life_days,
+        "fresh": cfg.freshness_days, "now": now, "w_fact": cfg.fact_weight,
+        "w_assistant": cfg.assistant_weight, "shortlist": SHORTLIST * cfg.max_items,
+    }
 
 
 def _candidate(row: Any) -> Candidate:

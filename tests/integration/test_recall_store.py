@@ -180,3 +180,61 @@ async def test_a_long_fact_in_a_non_latin_script_is_written_twice_and_forgotten(
     [second] = await facts.write("t", "ana", [fact], [uuid.uuid4()], origin="tool")
     assert (first.action, second.action) == ("added", "updated") and second.id == first.id
     assert [f.id for f in await facts.forget("t", "ana", text_=fact)] == [first.id]
+
+
+async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
+    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM, database_url: str
+) -> None:
+    """Recall's statement scores its candidates as the ranking does and sends only the best: for
+    a user with more candidates than that, in every mode and with either form of the statement,
+    they are exactly the ones the ranking would have put first among all of them."""
+    from datetime import timedelta
+
+    from api.database import create_memory_engine
+    from memory.recall import _parts
+    from memory.search import SHORTLIST
+    from tests.integration.history import T0
+
+    topics = ["boat", "garden", "invoice", "flight", "piano", "kitchen"]
+    lines = [f"the {topics[i % 6]} note {i}: the {topics[(i * 5) % 6]} plan and the budget"
+             for i in range(70)]
+    await import_chat(engine, "t", "ana", lines)
+    while await Indexer(memory_db, minilm, minilm.name).drain_once():
+        pass
+    facts = PostgresFactStore(memory_db, minilm, minilm.name)
+    await facts.remember("t", "ana", [f"ana's {t} fact {i}: the plan" for i, t in
+                                      enumerate(topics * 4)], [])
+    async with engine.begin() as conn:  # ages from today to a year back, importance 0.1-0.9
+        await conn.execute(text(
+            "UPDATE messages SET created_at = CAST(:t0 AS timestamptz) "
+            "- make_interval(days => CAST((position / 1024 * 37) % 365 AS int)) "
+            "WHERE chat_id IN (SELECT id FROM chats WHERE user_id = 'ana')"), {"t0": T0})
+        await conn.execute(text(
+            "UPDATE memories SET updated_at = CAST(:t0 AS timestamptz) "
+            "- make_interval(days => (ascii(md5(text)) * 7) % 300), "
+            "importance = 0.1 + (ascii(md5(text)) % 9) / 10.0 WHERE user_id = 'ana'"),
+            {"t0": T0})
+    generic = create_memory_engine(database_url, pool_size=1, generic_plans=True)
+    try:
+        for small in (False, True):
+            recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig(),
+                                    small_users=generic)
+            if small:
+                await recall.recall("t", "ana", "hello")  # now known to be small
+            for mode in ("hybrid", "dense", "keyword"):
+                everything = RecallConfig(mode=mode, max_items=1000)  # type: ignore[arg-type]
+                query = "what was the garden and boat budget plan"
+                vector = (await minilm.embed_query([query]))[0] if mode != "keyword" else None
+                now = T0 + timedelta(days=3)
+                every = await recall.candidates("t", "ana", query, vector, [], everything,
+                                                now=now)
+                ranked = sorted(every, key=lambda c: (-_parts(c, now, everything)[4],
+                                                      c.created_at))
+                for items in range(1, 15):  # each cut: every place of the order is checked
+                    cfg = RecallConfig(mode=mode, max_items=items)  # type: ignore[arg-type]
+                    best = await recall.candidates("t", "ana", query, vector, [], cfg, now=now)
+                    assert len(best) == SHORTLIST * items < len(every), (small, mode)
+                    assert ({c.id for c in best} == {c.id for c in ranked[: len(best)]}), (
+                        small, mode, items)
+    finally:
+        await generic.dispose()
