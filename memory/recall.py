@@ -215,7 +215,8 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
     """Jaccard similarity of two word sets: 1 for the same words in any order or case."""
     if not a or not b:
         return 1.0 if a == b else 0.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)  # the union's size, without making the union
 
 
 def _snippet(text: str, limit: int) -> str:

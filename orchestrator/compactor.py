@@ -109,7 +109,7 @@ class Compactor:
         )
         hidden = hidden_before(summary)  # a "start over" stays in force for recall
         row = await self.chats.write_summary(
-            chat.id, span[-1], written.text, self.counter.count(written.text),
+            chat.id, span[-1], written.text, self.counter.count_lines(written.text),
             {
                 "covers": [span[0].position, span[-1].position],
                 "messages": len(span),
@@ -188,7 +188,10 @@ class Compactor:
     def _summary_cost(self, text: str) -> int:
         if not text.strip():
             return 0
-        return self.counter.count(fence(SUMMARY_TAG, SUMMARY_PREAMBLE, text)) + MESSAGE_OVERHEAD
+        # Counted by its lines: a pass measures summaries that differ by a few lines (the
+        # previous one's, the trim's bisection), each a new text of ~2,000 tokens.
+        fenced = fence(SUMMARY_TAG, SUMMARY_PREAMBLE, text)
+        return self.counter.count_lines(fenced) + MESSAGE_OVERHEAD
 
     async def _summarise(
         self, previous: str, span: list[Message], state: CompactionState
