@@ -6,7 +6,6 @@ No transaction here spans a model call: each method is one short transaction.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from typing import Any
 
@@ -34,6 +33,7 @@ from chat.tables import (
     chat_from_row,
     checkout,
     fetch,
+    json_text,
     message_from_row,
     step_from_row,
 )
@@ -295,10 +295,10 @@ class PostgresStepStore:
                     "step_status": status,
                     "tokens": token_count,
                     "cost": token_count + MESSAGE_OVERHEAD if content and status != "failed" else 0,
-                    "usage": json.dumps(usage) if usage is not None else None,
-                    "meta": json.dumps(meta or {}),
+                    "usage": json_text(usage) if usage is not None else None,
+                    "meta": json_text(meta or {}),
                     "error": error_code,
-                    "timings": json.dumps(timings),
+                    "timings": json_text(timings),
                     "user_id": step.user_message.id,
                     "user_vector": queued,
                     "embedder": embedder,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import uuid
 from datetime import datetime
 from typing import Any
@@ -19,6 +18,7 @@ from chat.tables import (
     chat_from_row,
     checkout,
     fetch,
+    json_text,
     message_from_row,
 )
 from chat.types import (
@@ -226,7 +226,7 @@ class PostgresChatStore:
                         "user": new.user_id,
                         "title": new.title,
                         "prompt": new.system_prompt,
-                        "settings": json.dumps(_settings_json(new.settings)),
+                        "settings": json_text(_settings_json(new.settings)),
                         "policy": new.busy_policy,
                     },
                 )
@@ -273,7 +273,7 @@ class PostgresChatStore:
                 params[name] = changes[name]
         if "settings" in changes:
             sets.append("settings = settings || CAST(:settings AS jsonb)")
-            params["settings"] = json.dumps(changes["settings"])
+            params["settings"] = json_text(changes["settings"])
         sql = (
             f"UPDATE chats SET {', '.join(sets)} WHERE id = :id AND tenant_id = :t "
             f"RETURNING {CHAT_COLUMNS}"
@@ -319,8 +319,8 @@ class PostgresChatStore:
                 "content": content,
                 "tokens": token_count,
                 "tokens_after": after.tokens_after,
-                "meta": json.dumps(meta),
-                "state": None if compaction is None else json.dumps(compaction),
+                "meta": json_text(meta),
+                "state": None if compaction is None else json_text(compaction),
             })
         return message_from_row(rows[0]) if rows else None
 
@@ -364,7 +364,7 @@ class PostgresChatStore:
                         "t": tenant_id,
                         "id": uuid.uuid4(),
                         "content": content,
-                        "meta": json.dumps(meta),
+                        "meta": json_text(meta),
                     },
                 )
             ).mappings().first()

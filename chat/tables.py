@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
+import orjson
 from sqlalchemy import TextClause
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -29,6 +30,16 @@ STEP_COLUMNS = (
     "id, chat_id, status, user_message_id, assistant_message_id, idempotency_key, error_code, "
     "timings, created_at, finished_at"
 )
+
+
+def json_text(value: Any) -> str:
+    """A value as the text of a jsonb parameter: by orjson (a step's timings in ~1 us, ~8 by the
+    standard library), by json.dumps what orjson refuses (an integer past 64 bits, a key that
+    is not a string)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)
 
 
 def _json(value: Any) -> Any:
