@@ -165,9 +165,10 @@ def rank(
             # first, so every word is at least one token. (A full prompt leaves little room,
             # and then most candidates end here.)
             continue
-        words = _WORDS.of(candidate)
+        words, terms = _WORDS.of(candidate), _TERMS.of(candidate)
         limit = config.duplicate_overlap
-        if any(_overlap(words, other) >= limit and _TERMS.of(candidate) == _TERMS.of(said)
+        # (The key terms first: two sets from the memo, where the overlap makes a new one.)
+        if any(terms == _TERMS.of(said) and _overlap(words, other) >= limit
                for other, said in kept):
             continue  # the same thing said again; a different number or name is not
         tokens = count_tokens(text)
