@@ -254,8 +254,8 @@ class PostgresRecall:
         shown_from: tuple[uuid.UUID, int, datetime] | None = None, *,
         now: datetime | None = None,
     ) -> list[Candidate]:
-        """The best candidates for the ranking as of `now`, best first: `SHORTLIST` times
-        `cfg.max_items` of them at most."""
+        """The candidates the ranking puts first as of `now` (`SHORTLIST` times
+        `cfg.max_items` at most, in no set order: `rank` orders them)."""
         tsquery = keyword_query(query) if cfg.mode != "dense" else None
         dense = vector is not None
         params = {
