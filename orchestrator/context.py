@@ -140,6 +140,11 @@ def units(tail: list[Message]) -> list[list[Message]]:
     return units
 
 
+def _cost(unit: list[Message]) -> int:
+    """A unit's prompt cost (most units are one row: a window has ~100 a step)."""
+    return unit[0].cost if len(unit) == 1 else sum(m.cost for m in unit)
+
+
 def select_tail(tail: list[Message], budget_tokens: int) -> list[Message]:
     """The newest rows that fit the budget, oldest first, as a contiguous suffix.
 
@@ -147,12 +152,13 @@ def select_tail(tail: list[Message], budget_tokens: int) -> list[Message]:
     over budget, and a tool call is never separated from its results.
     """
     groups = units(tail)
-    last_user = max((i for i, u in enumerate(groups) if u[0].kind == "user"), default=len(groups))
-    last_answer = max((i for i, u in enumerate(groups) if u[0].kind == "assistant"), default=0)
+    newest_first = range(len(groups) - 1, -1, -1)
+    last_user = next((i for i in newest_first if groups[i][0].kind == "user"), len(groups))
+    last_answer = next((i for i in newest_first if groups[i][0].kind == "assistant"), 0)
     required_from = min(last_user, last_answer)
     start, used = len(groups), 0
-    for i in range(len(groups) - 1, -1, -1):
-        cost = sum(m.cost for m in groups[i])
+    for i in newest_first:
+        cost = _cost(groups[i])
         if used + cost > budget_tokens and i < required_from:
             break
         start, used = i, used + cost
@@ -247,7 +253,7 @@ def _fit_newest(rows: list[Message], room: int) -> list[Message]:
     """The newest whole units of rows (a tool call with its results) that fit in room."""
     kept: list[list[Message]] = []
     for unit in reversed(units(rows)):
-        cost = sum(m.cost for m in unit)
+        cost = _cost(unit)
         if cost > room:
             break
         kept.append(unit)
