@@ -33,9 +33,9 @@ STEP_COLUMNS = (
 
 
 def json_text(value: Any) -> str:
-    """A value as the text of a jsonb parameter: by orjson (a step's timings in ~1 us, ~8 by the
-    standard library), by json.dumps what orjson refuses (an integer past 64 bits, a key that
-    is not a string)."""
+    """A value as the text of a jsonb parameter: by orjson (a step's timings in 0.4 us, 4.4 by
+    the standard library), by json.dumps what orjson refuses (an integer past 64 bits, a key
+    that is not a string)."""
     try:
         return orjson.dumps(value).decode()
     except TypeError:
