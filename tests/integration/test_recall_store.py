@@ -7,21 +7,22 @@ import io
 import random
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_engine, downgrade, migrate
+from api.database import create_engine, create_memory_engine, downgrade, migrate
 from api.reindex import reindex
 from api.settings import Settings
 from llm.onnx_embedder import OnnxMiniLM
 from llm.testing import FakeOpenAIServer
 from memory.indexer import Indexer, IndexerConfig
-from memory.recall import RecallConfig
-from memory.search import PostgresRecall
+from memory.recall import RecallConfig, _parts
+from memory.search import SHORTLIST, PostgresRecall
 from memory.store import PostgresFactStore
-from tests.integration.history import import_chat
+from tests.integration.history import T0, import_chat
 
 
 @pytest.fixture
@@ -188,13 +189,6 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
     """Recall's statement scores its candidates as the ranking does and sends only the best: for
     a user with more candidates than that, in every mode and with either form of the statement,
     they are exactly the ones the ranking would have put first among all of them."""
-    from datetime import timedelta
-
-    from api.database import create_memory_engine
-    from memory.recall import _parts
-    from memory.search import SHORTLIST
-    from tests.integration.history import T0
-
     topics = ["boat", "garden", "invoice", "flight", "piano", "kitchen"]
     lines = [f"the {topics[i % 6]} note {i}: the {topics[(i * 5) % 6]} plan and the budget"
              for i in range(70)]
