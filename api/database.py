@@ -15,9 +15,12 @@ import orjson
 from sqlalchemy import event, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from chat.connections import hold_connections
+
 log = logging.getLogger("jin.database")
 
 EMBEDDED_DB = "jin"
+POOL_RECYCLE = 1800  # seconds: a connection older than this is made anew
 
 
 def async_url(url: str) -> str:
@@ -111,7 +114,7 @@ def create_engine(
         # and prepared its statements on it, again.)
         pool_size=2 * pool_size,
         max_overflow=0,
-        pool_recycle=1800,
+        pool_recycle=POOL_RECYCLE,
         # Errors name the statement but never its parameters: they hold message text and keys.
         hide_parameters=True,
         json_deserializer=_loads,
@@ -126,6 +129,8 @@ def create_engine(
     )
     event.listen(engine.sync_engine, "do_connect", _connect)
     event.listen(engine.sync_engine, "connect", _register_vector)
+    # chat.tables.checkout keeps idle connections out of the pool between uses, all but two.
+    hold_connections(engine, recycle=POOL_RECYCLE)
     return engine
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
@@ -15,6 +14,7 @@ from sqlalchemy import TextClause
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from chat.connections import HeldConnections, held_for
 from chat.outage import DISCONNECTED
 from chat.types import Chat, Message, ModelSettings, StepRecord, built
 
@@ -127,41 +127,60 @@ class Driver:
     """A pooled connection's asyncpg driver, checked out of the engine's pool without
     SQLAlchemy's Connection around it (chat.tables.checkout)."""
 
-    def __init__(self, pooled: Any) -> None:
-        self._pooled = pooled
+    def __init__(self, pooled: Any, held: HeldConnections | None = None) -> None:
+        self._pooled, self._held = pooled, held
         self.raw: asyncpg.Connection = pooled.driver_connection
 
     def invalidate(self, exc: BaseException) -> None:
         if self._pooled.is_valid:  # (fetch may have done it already)
             self._pooled.invalidate(exc)
+            if self._held is not None and isinstance(exc, DISCONNECTED):
+                self._held.drop_idle()  # the server went away: they are gone too
 
 
-@asynccontextmanager
-async def checkout(engine: AsyncEngine) -> AsyncIterator[Driver]:
+def checkout(engine: AsyncEngine) -> _Checkout:
     """A connection for statements run by `fetch` alone, in autocommit (asyncpg's own way):
     the engine's pool, limits and connect hook, without SQLAlchemy's Connection, which costs a
-    step ~90 us a use (three greenlets, each mapping a frame stack). A connection that cannot be
-    made fails as SQLAlchemy's error, like one made through engine.connect()."""
-    dbapi = engine.dialect.loaded_dbapi
-    try:
-        pooled = await engine.raw_connection()
-    except dbapi.Error as exc:
-        raise DBAPIError.instance(None, None, exc, dbapi.Error) from exc
-    driver = Driver(pooled)
-    try:
-        yield driver
-    except BaseException as exc:
+    step ~90 us a use (three greenlets, each mapping a frame stack), and, for an engine that
+    keeps its connections (chat/connections.py), without the pool's own checkout either. A
+    connection that cannot be made fails as SQLAlchemy's error, like one made through
+    engine.connect()."""
+    return _Checkout(engine)
+
+
+class _Checkout:
+    __slots__ = ("_driver", "_engine", "_held")
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._held = held_for(engine)
+
+    async def __aenter__(self) -> Driver:
+        engine = self._engine
+        dbapi = engine.dialect.loaded_dbapi
+        try:
+            pooled = await (engine.raw_connection() if self._held is None
+                            else self._held.take(engine))
+        except dbapi.Error as exc:
+            raise DBAPIError.instance(None, None, exc, dbapi.Error) from exc
+        self._driver = Driver(pooled, self._held)
+        return self._driver
+
+    async def __aexit__(self, kind: Any, exc: BaseException | None, _tb: Any) -> None:
+        driver = self._driver
         # A statement cut off half-way (its task cancelled, a timeout) leaves asyncpg cancelling
         # it on the server: back in the pool, the connection would fail its next user with
         # "another operation is in progress" (a 500 seen when Postgres restarted under load).
         # So does a connection lost under asyncpg's own statements (a transaction's BEGIN or
         # ROLLBACK), which `fetch` does not see. It is closed instead; the pool opens a new one.
-        if (isinstance(exc, (asyncio.CancelledError, TimeoutError, *DISCONNECTED))
+        if exc is not None and (
+                isinstance(exc, (asyncio.CancelledError, TimeoutError, *DISCONNECTED))
                 or getattr(driver.raw, "_cancellations", None)):
             driver.invalidate(exc)
-        raise
-    finally:
-        pooled.close()
+        if self._held is None:
+            driver._pooled.close()
+        else:
+            self._held.give_back(driver._pooled)
 
 
 async def fetch(
