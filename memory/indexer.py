@@ -36,10 +36,13 @@ from memory.owners import ANN_FROM, count_written
 log = logging.getLogger("jin.indexer")
 
 # A message waits while its step runs: the step may still leave its vector with it (the recall
-# of a step embeds the user's message; chat/steps.py _FINISH).
-_WAITS_FOR_ITS_STEP = """EXISTS (
-    SELECT 1 FROM messages wm JOIN steps ws ON ws.id = wm.step_id
-    WHERE wm.id = q.message_id AND ws.status = 'running')"""
+# of a step embeds the user's message; chat/steps.py _FINISH). Asked of each queued row alone,
+# by its keys, as a value: as a join, the planner of a database with a few running steps and
+# tens of thousands of messages hashed the steps and read every message at each claim (20-58 ms
+# a claim at 37,000 messages); as EXISTS, it looked the message up once per running step.
+_WAITS_FOR_ITS_STEP = """(
+    SELECT ws.status FROM messages wm JOIN steps ws ON ws.id = wm.step_id
+    WHERE wm.id = q.message_id) IS NOT DISTINCT FROM 'running'"""
 
 _CLAIM = text(f"""
 WITH c AS (

@@ -261,3 +261,29 @@ async def test_a_running_steps_message_waits_and_is_then_written_with_the_vector
         # Another embedder's vector is not taken: the text is embedded by this one.
         assert (question in server.embed_inputs) is embedded_again
         assert (stored == "[1" + ",0" * 383 + "]") is not embedded_again
+
+
+async def test_a_claim_looks_up_each_queued_messages_step_and_never_reads_every_message(
+    engine: AsyncEngine,
+) -> None:
+    # Whether a queued message's step still runs is asked of that message by its keys. As a
+    # join, the planner of a database with a few running steps and tens of thousands of
+    # messages hashed the steps and read the whole messages table at every claim (20-58 ms);
+    # with joins by nested loop ruled out, as that planner preferred, the check still reads
+    # the message (`wm`) by its primary key.
+    from chat.tables import positional
+    from memory.indexer import _CHAT_QUEUE, _CLAIM
+
+    async with engine.connect() as conn:
+        await conn.execute(text("SET enable_nestloop = off"))
+        for statement, params in (
+            (_CLAIM, {"chat": None, "through": 0, "n": 64, "ttl": 60.0}),
+            (_CLAIM, {"chat": uuid.uuid4(), "through": 10, "n": 64, "ttl": 60.0}),
+            (_CHAT_QUEUE, {"chat": uuid.uuid4(), "through": 10}),
+        ):
+            sql, names = positional(statement.text)
+            raw = (await conn.get_raw_connection()).driver_connection
+            plan = "\n".join(row[0] for row in await raw.fetch(
+                "EXPLAIN " + sql, *(params[name] for name in names)))
+            assert "Index Scan using messages_pkey on messages wm" in plan, plan
+        await conn.rollback()
