@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import logs
 from api.metrics import Metrics
+from llm.http import HTTPClient
 from llm.types import ProviderConfig
 from orchestrator.events import MessageError, StepEvent
 from orchestrator.step import AbortSignal, StepDeps
@@ -28,7 +28,7 @@ log = logging.getLogger("jin.runtime")
 @dataclass
 class Runtime:
     engine: AsyncEngine
-    http: aiohttp.ClientSession
+    http: HTTPClient
     deps: StepDeps
     providers: dict[str, ProviderConfig | dict[str, Any]]
     metrics: Metrics = field(default_factory=Metrics)

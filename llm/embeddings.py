@@ -1,4 +1,4 @@
-"""Embeddings from any OpenAI-compatible `/embeddings` endpoint, over the shared aiohttp session.
+"""Embeddings from any OpenAI-compatible `/embeddings` endpoint, over the shared HTTP client.
 
 Vectors are asked for as base64 (float32, little-endian, as OpenAI sends them): 384 floats as JSON
 text cost the worker more to decode than anything else in a recall. A server that ignores the
@@ -13,10 +13,10 @@ import binascii
 import logging
 from typing import Any
 
-import aiohttp
 import numpy as np
 
 from llm.errors import LLMError, MalformedStream, ProviderHTTPError
+from llm.http import HTTPClient
 from llm.openai import fetch_json
 from llm.ports import Embedding
 from llm.types import ProviderConfig
@@ -30,7 +30,7 @@ class OpenAIEmbedder:
     """Embedder over HTTP. Vectors are normalised here: not every server does it."""
 
     def __init__(
-        self, config: ProviderConfig, session: aiohttp.ClientSession, *,
+        self, config: ProviderConfig, session: HTTPClient, *,
         dim: int | None = None, batch_size: int = 64,
     ) -> None:
         if batch_size < 1:

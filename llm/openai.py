@@ -1,21 +1,19 @@
-"""Adapter for any OpenAI-compatible server (`/chat/completions`, `/models`), over aiohttp.
+"""Adapter for any OpenAI-compatible server (`/chat/completions`, `/models`), over llm/http.py.
 
-The embeddings adapter (llm/embeddings.py) shares this module's session, headers and errors.
+The embeddings adapter (llm/embeddings.py) shares this module's client, headers and errors.
 
-aiohttp rather than httpx here: relaying streams is what a worker spends its CPU on, and at 32
-concurrent streams httpx cost 1.7 ms of CPU per request against 0.16 ms for aiohttp (measured on
-this project's fake server; bench/README.md). httpx stays for the terminal client and the tests.
+Our own HTTP/1.1 client rather than httpx or aiohttp here: relaying streams is what a worker
+spends its CPU on. At 32 concurrent streams httpx cost 1.7 ms of CPU a request, aiohttp ~0.25,
+this client ~0.13 (measured on this project's fake server; bench/README.md). httpx stays for the
+terminal client and the tests.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import aiohttp
 import orjson
 
 from llm.errors import (
@@ -26,46 +24,33 @@ from llm.errors import (
     ProviderTimeout,
     ProviderUnreachable,
 )
+from llm.http import (
+    BadResponse,
+    ConnectFailed,
+    Disconnected,
+    HTTPClient,
+    HTTPError,
+    Response,
+    Timeout,
+)
 from llm.sse import DONE, SSEDecoder, ThinkSplitter, ToolCallAssembler, chunk_deltas, loads
 from llm.types import CompletionRequest, Delta, Finish, ProviderConfig
 
 # Exceptions of the transport that become LLMError; anything else is a bug and propagates.
-TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ValueError)
-# A pooled connection the server closed while it sat idle fails as the request is written,
-# before any answer: nothing reached the model, so the request is sent once more, fresh.
-_STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+TRANSPORT_ERRORS = (HTTPError,)
 # Under the 5 s that uvicorn (and so many model servers) keeps an idle connection open.
 KEEPALIVE_SECONDS = 4.0
 
 
 def new_session(
     *, connect_timeout: float, read_timeout: float, total_timeout: float | None = None
-) -> aiohttp.ClientSession:
-    """The one session a worker shares for all model calls: the read timeout is per chunk
-    (a server that hangs), the total one per call (a server that trickles forever)."""
-    return aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(
-            total=total_timeout, sock_connect=connect_timeout, sock_read=read_timeout
-        ),
-        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_SECONDS),
-        read_bufsize=1 << 20,  # SSE lines up to 2 MiB (aiohttp allows twice the buffer)
-    )
-
-
-@asynccontextmanager
-async def _request(
-    session: aiohttp.ClientSession, method: str, url: str, **kwargs: Any
-) -> AsyncIterator[aiohttp.ClientResponse]:
-    """`session.request`, retried once on a fresh connection when a pooled one turns out to be
-    closed before any byte of the answer came back."""
-    try:
-        response = await session.request(method, url, **kwargs)
-    except aiohttp.ClientConnectorError:
-        raise  # no connection could be made at all: nothing stale to replace
-    except _STALE:
-        response = await session.request(method, url, **kwargs)
-    async with response:
-        yield response
+) -> HTTPClient:
+    """The one client a worker shares for all model calls: the read timeout is per read (a
+    server that hangs), the total one per call (a server that trickles forever); SSE lines up
+    to 2 MiB."""
+    return HTTPClient(connect_timeout=connect_timeout, read_timeout=read_timeout,
+                      total_timeout=total_timeout, keepalive=KEEPALIVE_SECONDS,
+                      max_line=2 << 20)
 
 
 def _headers(config: ProviderConfig, accept: str = "text/event-stream") -> dict[str, str]:
@@ -76,33 +61,32 @@ def _headers(config: ProviderConfig, accept: str = "text/event-stream") -> dict[
 
 
 def _vendor_error(exc: BaseException) -> LLMError:
-    if isinstance(exc, asyncio.TimeoutError):  # includes aiohttp.ServerTimeoutError
-        return ProviderTimeout(f"provider timed out: {type(exc).__name__}")
-    if isinstance(exc, aiohttp.ClientConnectorError):
+    if isinstance(exc, Timeout):
+        return ProviderTimeout(f"provider timed out: {exc}")
+    if isinstance(exc, ConnectFailed):
         return ProviderUnreachable(f"provider unreachable: {exc}")
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+    if isinstance(exc, Disconnected):
         return ProviderDisconnected(f"provider closed the stream: {exc}")
-    if isinstance(exc, ValueError):  # aiohttp: a line longer than the read buffer allows
-        return MalformedStream(f"provider sent an oversized line: {exc}")
+    if isinstance(exc, BadResponse):
+        return MalformedStream(f"provider sent a malformed answer: {exc}")
     return LLMError(f"provider call failed: {type(exc).__name__}: {exc}")
 
 
 async def fetch_json(
-    session: aiohttp.ClientSession, config: ProviderConfig, path: str,
-    body: dict[str, Any] | None = None,
+    session: HTTPClient, config: ProviderConfig, path: str, body: dict[str, Any] | None = None,
 ) -> Any:
     """GET `{base_url}{path}`, or POST `body` there; the decoded JSON answer. Raises LLMError."""
     url = f"{config.base_url}{path}"
     method = "GET" if body is None else "POST"
     try:
-        async with _request(
-            session, method, url, data=None if body is None else orjson.dumps(body),
+        async with session.request(
+            method, url, body=None if body is None else orjson.dumps(body),
             headers=_headers(config, "application/json")
         ) as response:
             if response.status >= 400:
                 raise ProviderHTTPError(response.status, await response.text())
             text = await response.text()
-            return loads(text) if text.strip() else None  # as aiohttp's json() has it
+            return loads(text) if text.strip() else None  # an empty body is no JSON
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # ValueErrors, so caught first
         raise MalformedStream(f"`{path}` did not answer JSON") from exc
     except TRANSPORT_ERRORS as exc:
@@ -112,7 +96,7 @@ async def fetch_json(
 class OpenAIChatModel:
     """ChatModel over HTTP. One shared session; its timeouts apply."""
 
-    def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
+    def __init__(self, config: ProviderConfig, session: HTTPClient) -> None:
         self.config = config
         self._session = session
 
@@ -135,9 +119,8 @@ class OpenAIChatModel:
     async def stream(self, request: CompletionRequest) -> AsyncIterator[Delta]:
         url = f"{self.config.base_url}/chat/completions"
         try:
-            async with _request(
-                self._session, "POST", url, data=orjson.dumps(self._body(request)),
-                headers=_headers(self.config)
+            async with self._session.request(
+                "POST", url, body=orjson.dumps(self._body(request)), headers=_headers(self.config)
             ) as response:
                 if response.status >= 400:
                     body = (await response.read()).decode("utf-8", "replace")
@@ -147,12 +130,12 @@ class OpenAIChatModel:
         except TRANSPORT_ERRORS as exc:
             raise _vendor_error(exc) from exc
 
-    async def _deltas(self, response: aiohttp.ClientResponse) -> AsyncIterator[Delta]:
+    async def _deltas(self, response: Response) -> AsyncIterator[Delta]:
         decoder, splitter, calls = SSEDecoder(), ThinkSplitter(), ToolCallAssembler()
         reason: str | None = None
         usage: dict[str, Any] = {}
         done = False
-        async for raw in response.content:
+        async for raw in response.lines():
             data = decoder.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
             if data is None or done:
                 continue  # read to the end, so the connection goes back to the pool

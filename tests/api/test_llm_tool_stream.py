@@ -7,7 +7,6 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 
-import aiohttp
 import httpx
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from starlette.routing import Route
 
 from llm.embeddings import OpenAIEmbedder
 from llm.errors import LLMError, MalformedStream, ProviderHTTPError, ProviderTimeout
+from llm.http import HTTPClient
 from llm.openai import OpenAIChatModel, new_session
 from llm.testing import FakeOpenAIServer, Reply, embed_text, serve_in_thread, stop_thread_server
 from llm.types import (
@@ -41,7 +41,7 @@ WEATHER_TOOL = {
 
 
 @pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
+async def session() -> AsyncIterator[HTTPClient]:
     async with new_session(connect_timeout=5, read_timeout=5) as s:
         yield s
 
@@ -55,7 +55,7 @@ async def _stream(chat: OpenAIChatModel, request: CompletionRequest) -> list[Del
 
 
 async def test_streamed_tool_calls_come_out_whole_and_go_back_as_history(
-    model: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+    model: FakeOpenAIServer, model_url: str, session: HTTPClient
 ) -> None:
     chat = OpenAIChatModel(_config(model_url), session)
     model.push(Reply(["Let me ", "check."], tool_calls=[
@@ -96,7 +96,7 @@ async def test_streamed_tool_calls_come_out_whole_and_go_back_as_history(
 
 
 async def test_a_request_without_tools_sends_none(
-    model: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+    model: FakeOpenAIServer, model_url: str, session: HTTPClient
 ) -> None:
     model.push(Reply(["plain"]))
     deltas = await _stream(OpenAIChatModel(_config(model_url), session),
@@ -122,7 +122,7 @@ TEXTS = ["the cat sat", "a dog ran", "Кіт спить", "tax deadline", "the c
 
 
 async def test_embeddings_come_batched_in_input_order_as_unit_vectors(
-    model: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+    model: FakeOpenAIServer, model_url: str, session: HTTPClient
 ) -> None:
     embedder = OpenAIEmbedder(_config(model_url), session, batch_size=2)
     with pytest.raises(RuntimeError, match="first embed call"):
@@ -140,7 +140,7 @@ async def test_embeddings_come_batched_in_input_order_as_unit_vectors(
 
 
 async def test_embedding_failures_are_llm_errors(
-    model: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+    model: FakeOpenAIServer, model_url: str, session: HTTPClient
 ) -> None:
     with pytest.raises(LLMError, match="expected 128"):
         await OpenAIEmbedder(_config(model_url), session, dim=128).embed(["x"])
@@ -192,7 +192,7 @@ def odd_server() -> Iterator[str]:
 
 
 async def test_vectors_are_matched_to_inputs_by_index_not_by_position(
-    odd_server: str, session: aiohttp.ClientSession
+    odd_server: str, session: HTTPClient
 ) -> None:
     vectors = await OpenAIEmbedder(_config(f"{odd_server}/reversed"), session).embed(["a", "b"])
     assert np.allclose(vectors, [[1.0, 0.0], [0.6, 0.8]])  # and normalised
@@ -202,7 +202,7 @@ ODD_FORMATS: list[str] = []
 
 
 async def test_a_server_that_refuses_base64_is_asked_for_floats_from_then_on(
-    odd_server: str, session: aiohttp.ClientSession
+    odd_server: str, session: HTTPClient
 ) -> None:
     embedder = OpenAIEmbedder(_config(f"{odd_server}/floats-only"), session)
     assert np.allclose(await embedder.embed(["a", "b"]), [[1.0, 0.0], [2 ** -0.5, 2 ** -0.5]])
@@ -211,7 +211,7 @@ async def test_a_server_that_refuses_base64_is_asked_for_floats_from_then_on(
 
 
 async def test_once_base64_came_back_a_refused_input_is_not_asked_again_for_floats(
-    model: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+    model: FakeOpenAIServer, model_url: str, session: HTTPClient
 ) -> None:
     embedder = OpenAIEmbedder(_config(model_url), session)
     await embedder.embed(["fine"])
@@ -223,7 +223,7 @@ async def test_once_base64_came_back_a_refused_input_is_not_asked_again_for_floa
 
 @pytest.mark.parametrize("kind", ["ragged", "missing", "html", "bad-base64"])
 async def test_garbage_from_an_embeddings_server_is_malformed(
-    odd_server: str, session: aiohttp.ClientSession, kind: str
+    odd_server: str, session: HTTPClient, kind: str
 ) -> None:
     with pytest.raises(MalformedStream):
         await OpenAIEmbedder(_config(f"{odd_server}/{kind}"), session).embed(["a", "b"])

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 
-import aiohttp
 import numpy as np
 import pytest
 
 from llm.batching import BatchedQueries
 from llm.embeddings import OpenAIEmbedder
 from llm.errors import ProviderHTTPError
+from llm.http import HTTPClient
 from llm.openai import new_session
 from llm.testing import FakeOpenAIServer, embed_text
 from llm.types import ProviderConfig
@@ -29,18 +29,18 @@ def slow(model: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
 
 
 @pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
+async def session() -> AsyncIterator[HTTPClient]:
     async with new_session(connect_timeout=5, read_timeout=5) as s:
         yield s
 
 
-def _batched(model_url: str, session: aiohttp.ClientSession, in_flight: int) -> BatchedQueries:
+def _batched(model_url: str, session: HTTPClient, in_flight: int) -> BatchedQueries:
     config = ProviderConfig(role="embedder", base_url=model_url, model="fake")
     return BatchedQueries(OpenAIEmbedder(config, session), in_flight=in_flight)
 
 
 @pytest.fixture
-def queries(model_url: str, session: aiohttp.ClientSession) -> BatchedQueries:
+def queries(model_url: str, session: HTTPClient) -> BatchedQueries:
     """One request in flight at most: every query that arrives meanwhile waits for it."""
     return _batched(model_url, session, in_flight=1)
 
@@ -75,7 +75,7 @@ async def test_queries_that_wait_for_a_request_share_the_next_and_get_their_own_
 
 
 async def test_a_query_waits_only_while_every_request_allowed_is_out(
-    slow: FakeOpenAIServer, model_url: str, session: aiohttp.ClientSession
+    slow: FakeOpenAIServer, model_url: str, session: HTTPClient
 ) -> None:
     queries = _batched(model_url, session, in_flight=2)
     first = asyncio.create_task(queries.embed_query(["first"]))

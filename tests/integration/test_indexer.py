@@ -10,7 +10,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import aiohttp
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -22,6 +21,7 @@ from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from llm.embeddings import OpenAIEmbedder
 from llm.errors import ProviderHTTPError
+from llm.http import HTTPClient
 from llm.openai import new_session
 from llm.testing import FakeOpenAIServer
 from llm.types import ProviderConfig
@@ -40,13 +40,13 @@ def embedder_server() -> Iterator[tuple[FakeOpenAIServer, str]]:
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
+async def http() -> AsyncIterator[HTTPClient]:
     session = new_session(connect_timeout=5, read_timeout=10)
     yield session
     await session.close()
 
 
-def _indexer(db: AsyncEngine, url: str, http: aiohttp.ClientSession, **config: Any) -> Indexer:
+def _indexer(db: AsyncEngine, url: str, http: HTTPClient, **config: Any) -> Indexer:
     embedder = OpenAIEmbedder(ProviderConfig(role="embedder", base_url=url, model=MODEL), http,
                               dim=384)
     return Indexer(db, embedder, MODEL, IndexerConfig(**config))
@@ -63,7 +63,7 @@ async def _sql(engine: AsyncEngine, sql: str) -> None:
 
 
 async def test_a_message_the_embedder_rejects_is_parked_and_everything_else_is_indexed(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     chat_a, ana = await import_chat(engine, "t1", "ana", [
@@ -94,7 +94,7 @@ async def test_a_message_the_embedder_rejects_is_parked_and_everything_else_is_i
 
 
 async def test_a_provider_that_fails_blames_no_message(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     server, url = embedder_server
@@ -113,7 +113,7 @@ async def test_a_provider_that_fails_blames_no_message(
 
 
 async def test_a_long_messages_vector_stays_in_its_row(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     # 1,000 characters of distinct words: a full-text vector of ~1 KB besides the 384 floats,
@@ -150,7 +150,7 @@ async def test_reindex_ends_with_parked_messages_reports_them_and_retries_them_n
 
 
 async def test_live_messages_are_indexed_before_backfill(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     await import_chat(engine, "t", "ana", ["old one", "old two", "old three"])
@@ -164,7 +164,7 @@ async def test_live_messages_are_indexed_before_backfill(
 
 
 async def test_index_chat_waits_for_what_another_worker_is_indexing(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     chat, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
@@ -187,7 +187,7 @@ async def test_index_chat_waits_for_what_another_worker_is_indexing(
 
 
 async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after_its_wait(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     chat, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
@@ -208,7 +208,7 @@ async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after
 
 
 async def test_index_chat_up_to_a_position_waits_for_nothing_after_it(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     """A compaction pass needs its span indexed, not the newest rows it leaves in the window."""
@@ -228,7 +228,7 @@ async def test_index_chat_up_to_a_position_waits_for_nothing_after_it(
 
 
 async def test_a_running_steps_message_waits_and_is_then_written_with_the_vector_it_left(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: aiohttp.ClientSession,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     server, url = embedder_server
