@@ -80,7 +80,11 @@ class Response:
         self._done = False  # the body was read to its end
         length = headers.get("content-length")
         self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        self._left = int(length) if length is not None and not self._chunked else None
+        self._left: int | None = None
+        if length is not None and not self._chunked:
+            if not length.isdigit():
+                raise BadResponse(f"the answer's length is not a number: {length[:40]!r}")
+            self._left = int(length)
         encoding = headers.get("content-encoding", "identity").lower()
         if encoding in ("gzip", "x-gzip", "deflate"):
             self._inflate: Any = zlib.decompressobj(

@@ -63,11 +63,8 @@ _NOT_HIDDEN = (
 _USER_INDEXED = f"EXISTS (SELECT 1 FROM recall_owners WHERE {_OWNER} AND ann)"
 _RECALLABLE = f":dense AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}"
 _CURRENT_FACTS = f":dense AND {_OWNER} AND valid_to IS NULL AND embedding IS NOT NULL"
-_DENSE_ALL = nearest("message_id", "message_embeddings", _RECALLABLE, ":qv", ":n",
-                     indexed=False)
 _DENSE_SPLIT = nearest("message_id", "message_embeddings", _RECALLABLE, ":qv", ":n",
                        indexed=True, gate=_USER_INDEXED)
-_DENSE_FACTS_ALL = nearest("id", "memories", _CURRENT_FACTS, ":qv", ":n", indexed=False)
 _DENSE_FACTS_SPLIT = nearest("id", "memories", _CURRENT_FACTS, ":qv", ":n", indexed=True,
                              gate=_USER_INDEXED)
 _KEYWORD = f"""
@@ -95,7 +92,7 @@ SCORE = """(((CASE WHEN dense_rank IS NULL THEN 0
               WHEN role = 'assistant' THEN CAST(:w_assistant AS float8) ELSE 1 END
          * (0.5::float8 + importance)))"""
 _CANDIDATES = f"""
-WITH dm AS MATERIALIZED (
+WITH {{rows}}dm AS MATERIALIZED (
     SELECT message_id AS id, row_number() OVER (ORDER BY d) AS r FROM ({{dense}}) x
 ), km AS MATERIALIZED (
     SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, to_tsquery('jin_search', :q)) DESC)
@@ -120,7 +117,7 @@ WITH dm AS MATERIALIZED (
     SELECT 'fact', f.id, f.text, f.updated_at, 'fact', NULL, f.importance, r.dense, r.keyword,
            NULL
     FROM (SELECT id, df.r AS dense, kf.r AS keyword FROM df FULL JOIN kf USING (id)) r
-    JOIN memories f ON f.id = r.id
+    JOIN {{facts}} f ON f.id = r.id
 ) c
 ORDER BY {SCORE} DESC, created_at
 LIMIT :shortlist)
@@ -136,36 +133,51 @@ def _candidates(**parts: str) -> str:
     return statement
 
 
-_FOR_ANY_USER = text(_candidates(dense=_DENSE_SPLIT, keyword=_KEYWORD,
-                                 dense_facts=_DENSE_FACTS_SPLIT, keyword_facts=_KEYWORD_FACTS))
+_FOR_ANY_USER = text(_candidates(rows="", dense=_DENSE_SPLIT, keyword=_KEYWORD,
+                                 dense_facts=_DENSE_FACTS_SPLIT, keyword_facts=_KEYWORD_FACTS,
+                                 facts="memories"))
 
 
 @lru_cache(maxsize=32)
 def for_small_users(n: int, scan: int, rows: int) -> TextClause:
     """The candidates of a user known to have fewer than `rows` messages and facts, written to
     have one plan whatever the user (run with generic plans, it is planned once per connection;
-    bench/README.md): an exact scan for the dense lists; the keyword lists look for matches
-    among the user's newest rows (all of a small user's: fewer than `rows`), where a plan made
-    without the query would take the full-text index and read every match of a common word; the
-    query is parsed once (a parameter of `to_tsquery` is not folded into a constant as a literal
-    is, and would be parsed again for every row); the lists' lengths are written in, so that the
-    plan knows them."""
+    bench/README.md): the user's recallable rows are read once a table (`um`, `uf`) and both
+    lists of a table are drawn from them, the dense one by an exact scan; the keyword lists look
+    for matches among the user's newest rows (all of a small user's: fewer than `rows`), where a
+    plan made without the query would take the full-text index and read every match of a common
+    word; the facts come with their columns, not looked up again by id; the query is parsed once
+    (a parameter of `to_tsquery` is not folded into a constant as a literal is, and would be
+    parsed again for every row); the lists' lengths are written in, so that the plan knows
+    them. (Each table read once for both of its lists, and the facts whole: Postgres's CPU a
+    recall of the benchmark's users 7-9% less, with the same nearest rows; bench/README.md,
+    session 13.)"""
+    newest = max(rows, scan)
+    user_rows = f"""um AS MATERIALIZED (
+    SELECT message_id AS id, embedding <=> :qv AS d, content_tsv AS tsv, created_at
+    FROM message_embeddings
+    WHERE (:dense OR :keyword) AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
+), uf AS MATERIALIZED (
+    SELECT id, embedding <=> :qv AS d, embedding IS NOT NULL AS has_vector, content_tsv AS tsv,
+           text, updated_at, importance
+    FROM memories WHERE (:dense OR :keyword) AND {_OWNER} AND valid_to IS NULL
+), """
     keyword = f"""
         SELECT id, tsv FROM (
-            SELECT message_id AS id, content_tsv AS tsv, created_at FROM message_embeddings
-            WHERE :keyword AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
-            ORDER BY created_at DESC LIMIT {max(rows, scan)}) a
+            SELECT id, tsv, created_at FROM um WHERE :keyword
+            ORDER BY created_at DESC LIMIT {newest}) a
         WHERE tsv @@ to_tsquery('jin_search', :q)
         ORDER BY created_at DESC LIMIT :scan"""
     keyword_facts = f"""
         SELECT id, tsv FROM (
-            SELECT id, content_tsv AS tsv, updated_at FROM memories
-            WHERE :keyword AND {_OWNER} AND valid_to IS NULL
-            ORDER BY updated_at DESC LIMIT {max(rows, scan)}) a
+            SELECT id, tsv, updated_at FROM uf WHERE :keyword
+            ORDER BY updated_at DESC LIMIT {newest}) a
         WHERE tsv @@ to_tsquery('jin_search', :q)
         ORDER BY updated_at DESC LIMIT :scan"""
-    statement = _candidates(dense=_DENSE_ALL, keyword=keyword, dense_facts=_DENSE_FACTS_ALL,
-                            keyword_facts=keyword_facts)
+    statement = _candidates(
+        rows=user_rows, keyword=keyword, keyword_facts=keyword_facts, facts="uf",
+        dense="SELECT id AS message_id, d FROM um WHERE :dense ORDER BY d LIMIT :n",
+        dense_facts="SELECT id, d FROM uf WHERE :dense AND has_vector ORDER BY d LIMIT :n")
     statement = statement.replace("to_tsquery('jin_search', :q)",
                                   "(SELECT to_tsquery('jin_search', :q))")
     return text(re.sub(r":scan\b", str(int(scan)), re.sub(r":n\b", str(int(n)), statement)))

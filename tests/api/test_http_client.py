@@ -184,11 +184,15 @@ async def test_a_stream_cut_off_inside_its_body_is_a_disconnect(serve) -> None:
                 await answer.read()
 
 
-async def test_a_line_over_the_limit_a_broken_chunk_and_garbage_are_bad_answers(serve) -> None:
+async def test_a_line_over_the_limit_a_broken_chunk_and_garbage_are_bad_answers(
+    serve,
+) -> None:
     long_line = b"data: " + b"x" * 5000 + b"\n\n"
     broken = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nxx\r\n0\r\n\r\n"
+    no_length = b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\nxx"
     for answer, read_lines in ((chunked(long_line), True), (ok(long_line), True),
-                               (broken, False), (b"SSH-2.0-OpenSSH\r\n\r\n", False)):
+                               (broken, False), (b"SSH-2.0-OpenSSH\r\n\r\n", False),
+                               (no_length, False)):
         _, url = await serve([answer])
         async with client(max_line=1024) as http:
             with pytest.raises(BadResponse):

@@ -209,6 +209,7 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
             "importance = 0.1 + (ascii(md5(text)) % 9) / 10.0 WHERE user_id = 'ana'"),
             {"t0": T0})
     generic = create_memory_engine(database_url, pool_size=1, generic_plans=True)
+    dense_lists = {}
     try:
         for small in (False, True):
             recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig(),
@@ -224,11 +225,49 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
                                                 now=now)
                 ranked = sorted(every, key=lambda c: (-_parts(c, now, everything)[4],
                                                       c.created_at))
+                if mode == "dense":  # (distances have no ties here; full-text ranks do)
+                    dense_lists[small] = {(c.id, c.dense_rank) for c in every}
                 for items in range(1, 15):  # each cut: every place of the order is checked
                     cfg = RecallConfig(mode=mode, max_items=items)  # type: ignore[arg-type]
                     best = await recall.candidates("t", "ana", query, vector, [], cfg, now=now)
                     assert len(best) == SHORTLIST * items < len(every), (small, mode)
                     assert ({c.id for c in best} == {c.id for c in ranked[: len(best)]}), (
                         small, mode, items)
+        # Both forms find the same nearest messages and facts, in the same order.
+        assert dense_lists[True] == dense_lists[False] and len(dense_lists[True]) == 30 + 24
+    finally:
+        await generic.dispose()
+
+
+async def test_a_forgotten_or_superseded_fact_is_never_recalled_in_either_form(
+    memory_db: AsyncEngine, minilm: OnnxMiniLM, database_url: str
+) -> None:
+    facts = PostgresFactStore(memory_db, minilm, minilm.name)
+    await facts.remember("t", "bo", ["Bo's locker code is 4417", "Bo's bike is a red Cervelo.",
+                                     "Bo parks on level 3 of the garage"], [])
+    [locker] = [f for f in await facts.list("t", "bo") if "locker" in f.text]
+    assert await facts.forget("t", "bo", fact_id=locker.id)
+    # A close paraphrase supersedes the bike fact (memory/store.py).
+    [new] = await facts.write("t", "bo", ["Bo's bike is a red Cervelo!"], [], origin="tool")
+    assert new.action == "superseded"
+    generic = create_memory_engine(database_url, pool_size=1, generic_plans=True)
+    try:
+        def fresh() -> PostgresRecall:
+            return PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig(),
+                                  small_users=generic)
+
+        knows = fresh()
+        await knows.recall("t", "bo", "hello")  # from now on it knows Bo is small
+        for form in ("for any user", "known to be small"):
+            for mode in ("hybrid", "dense", "keyword"):
+                cfg = RecallConfig(mode=mode)  # type: ignore[arg-type]
+                texts = set()
+                for query in ("locker code 4417", "Bo's bike Cervelo"):
+                    recall = knows if form == "known to be small" else fresh()
+                    texts |= {i.text for i in (await recall.recall("t", "bo", query,
+                                                                   config=cfg)).items}
+                assert "Bo's locker code is 4417" not in texts, (form, mode)
+                assert "Bo's bike is a red Cervelo." not in texts, (form, mode)
+                assert "Bo's bike is a red Cervelo!" in texts, (form, mode)
     finally:
         await generic.dispose()
