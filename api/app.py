@@ -169,7 +169,13 @@ async def _memory(
     counter: TiktokenCounter,
 ) -> _Memory:
     """The embedder, the fact store, recall and the indexer; all off, loudly, when the
-    database's vectors do not have the embedder's dimension (`jin reindex` fixes that)."""
+    database's vectors do not have the embedder's dimension (`jin reindex` fixes that).
+
+    `db` plans each statement for its parameters: recall of a user who may be in the HNSW index
+    needs that. Everything else runs on `recall_db`, whose statements are planned once per
+    connection: the indexer's and the fact store's plans do not depend on their parameters
+    (which index a fact lookup takes is settled by the statement chosen for the user), and
+    planning them at every call was ~0.2 ms of Postgres a step (bench/README.md, session 13)."""
     embedder, provider = build_embedder(settings, http)
     async with db.connect() as conn:
         stored = await conn.run_sync(current_dim)
@@ -189,7 +195,7 @@ async def _memory(
         )
         log.error("memory is OFF: %s", problem)
         return _Memory(provider, None, None, None, problem)
-    facts = PostgresFactStore(db, embedder, provider.model,
+    facts = PostgresFactStore(recall_db, embedder, provider.model,
                               FactConfig(duplicate_cosine=duplicate_cosine(settings),
                                          ann_from=settings.recall_ann_from))
     recall_config = settings.recall_config()
@@ -198,7 +204,7 @@ async def _memory(
     recall = PostgresRecall(db, queries, counter.count, recall_config,
                             embedder_name=provider.model, small_users=recall_db,
                             ann_from=settings.recall_ann_from) if recall_config.enabled else None
-    indexer = Indexer(db, embedder, provider.model,
+    indexer = Indexer(recall_db, embedder, provider.model,
                       IndexerConfig(batch_size=settings.indexer_batch_size,
                                     claim_seconds=settings.indexer_claim_seconds,
                                     ann_from=settings.recall_ann_from))
@@ -271,9 +277,10 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         chats, counter = PostgresChatStore(engine, windows), TiktokenCounter()
         memory_db = create_memory_engine(settings.database_url or "",
                                          pool_size=max(2, settings.db_pool_size // 4))
-        # Recall of users known to be small, planned once per connection (memory/search.py).
+        # Recall of users known to be small, the indexer and the facts, planned once per
+        # connection (memory/search.py, _memory below).
         recall_db = create_memory_engine(settings.database_url or "", generic_plans=True,
-                                         pool_size=max(2, settings.db_pool_size // 4))
+                                         pool_size=max(2, settings.db_pool_size // 2))
         memory = await _memory(settings, memory_db, recall_db, http, counter)
         compactor = Compactor(
             chats=chats,

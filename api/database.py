@@ -147,11 +147,12 @@ def _register_vector(dbapi_connection: Any, _: Any) -> None:
 def create_memory_engine(
     url: str, *, pool_size: int = 5, generic_plans: bool = False
 ) -> AsyncEngine:
-    """The engine for recall and facts: each statement is planned for its own parameters, so
-    Postgres sees how many rows the user owns: the HNSW index (with pgvector 0.8's iterative
-    scan, so the owner filter cannot starve it) for a large owner, the owner index and an exact
-    scan for a small one. With `generic_plans`, for the statements written to have one plan
-    whatever the parameters (memory/search.py's recall of a user known to be small): planned
+    """An engine for memory: pgvector 0.8's iterative scan on, so that an owner filter cannot
+    starve an HNSW scan. Without `generic_plans`, each statement is planned for its own
+    parameters, so Postgres sees how many rows the user owns: the HNSW index for a large owner,
+    the owner index and an exact scan for a small one (recall of a user who may be in the
+    index). With `generic_plans`, for statements whose plan does not depend on their parameters
+    (recall of a user known to be small, memory/search.py; the indexer; the fact store): planned
     once per connection, not on every call."""
     return create_engine(url, pool_size=pool_size, server_settings={
         "plan_cache_mode": "force_generic_plan" if generic_plans else "force_custom_plan",
