@@ -61,26 +61,35 @@ FROM c JOIN messages m ON m.id = c.message_id
 WHERE q.message_id = c.message_id
 RETURNING m.id, m.content, q.attempts, q.embedding, q.embedder""")
 
-# Vectors first, then the dequeue, in one transaction: the insert's foreign key check locks the
-# messages rows (KEY SHARE) before the queue rows, the order in which deleting a chat locks them
-# (messages, then the cascade to recall_queue). Rows deleted meanwhile are skipped by the join.
-# A row goes into the HNSW index if its user's rows do (memory/owners.py); the rows written
-# are counted after the commit.
+# Vectors and dequeue in one statement (one round trip, not BEGIN, two statements and COMMIT),
+# in the order in which deleting a chat takes its locks (messages, then the cascade to
+# recall_queue): the messages are locked first (KEY SHARE, as the insert's foreign key check
+# would lock them at the statement's end), then the vectors are written, then the queue rows
+# of what was written are deleted. Rows deleted meanwhile are skipped by the join. A row goes
+# into the HNSW index if its user's rows do (memory/owners.py); the rows written are counted
+# after the commit.
 _WRITE = text("""
-INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embedding,
-                                content_tsv, embedder, created_at, position, ann)
-SELECT m.id, m.chat_id, ch.tenant_id, ch.user_id, b.embedding,
-       to_tsvector('jin_search', m.content), :embedder, m.created_at, m.position,
-       COALESCE(o.ann, false)
-FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, embedding)
-JOIN messages m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id
-LEFT JOIN recall_owners o ON o.tenant_id = ch.tenant_id AND o.user_id = ch.user_id
-ON CONFLICT (tenant_id, user_id, message_id) DO UPDATE
-    SET embedding = EXCLUDED.embedding, content_tsv = EXCLUDED.content_tsv,
-        embedder = EXCLUDED.embedder
-RETURNING tenant_id, user_id, ann""")
-
-_DEQUEUE = text("DELETE FROM recall_queue WHERE message_id = ANY(:ids)")
+WITH m AS MATERIALIZED (
+    SELECT id, chat_id, content, created_at, position FROM messages
+    WHERE id = ANY(CAST(:ids AS uuid[]))
+    FOR KEY SHARE
+), w AS (
+    INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embedding,
+                                    content_tsv, embedder, created_at, position, ann)
+    SELECT m.id, m.chat_id, ch.tenant_id, ch.user_id, b.embedding,
+           to_tsvector('jin_search', m.content), :embedder, m.created_at, m.position,
+           COALESCE(o.ann, false)
+    FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, embedding)
+    JOIN m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id
+    LEFT JOIN recall_owners o ON o.tenant_id = ch.tenant_id AND o.user_id = ch.user_id
+    ON CONFLICT (tenant_id, user_id, message_id) DO UPDATE
+        SET embedding = EXCLUDED.embedding, content_tsv = EXCLUDED.content_tsv,
+            embedder = EXCLUDED.embedder
+    RETURNING message_id, tenant_id, user_id, ann
+), d AS (
+    DELETE FROM recall_queue WHERE message_id IN (SELECT message_id FROM w)
+)
+SELECT tenant_id, user_id, ann FROM w""")
 
 # A claimed batch whose embedding failed goes back at once; the back-off is the indexer's.
 _UNCLAIM = text("UPDATE recall_queue SET claimed_until = NULL WHERE message_id = ANY(:ids)")
@@ -222,12 +231,10 @@ class Indexer:
 
     async def _write(self, ids: list[uuid.UUID], vectors: list[Embedding]) -> None:
         async with checkout(self._db) as conn:
-            async with conn.raw.transaction():  # both, or neither
-                written = await fetch(conn, _WRITE, {
-                    "ids": ids, "embedder": self.embedder_name,
-                    "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
-                })
-                await fetch(conn, _DEQUEUE, {"ids": ids})
+            written = await fetch(conn, _WRITE, {
+                "ids": ids, "embedder": self.embedder_name,
+                "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
+            })
             # A message embedded again (`jin reindex`) counts again: that can only bring its
             # user into the index sooner. (Telling new rows from rewritten ones took a probe
             # per row of the partitioned table: ~1 ms of Postgres a batch.)

@@ -287,3 +287,28 @@ async def test_a_claim_looks_up_each_queued_messages_step_and_never_reads_every_
                 "EXPLAIN " + sql, *(params[name] for name in names)))
             assert "Index Scan using messages_pkey on messages wm" in plan, plan
         await conn.rollback()
+
+
+async def test_a_chat_deleted_while_its_messages_are_written_waits_for_no_deadlock(
+    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
+    embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    # Deleting a chat locks its messages, then (the cascade) their queue rows. The indexer's
+    # one statement takes them in that order too: messages first. Taken the other way (queue
+    # rows first, messages at the statement's end by its foreign key check), each waits for
+    # the other, and Postgres fails one of them after its deadlock timeout.
+    chat_id, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
+    indexer = _indexer(memory_db, embedder_server[1], http)
+    vectors = [[1.0] + [0.0] * 383] * len(ids)
+    async with engine.connect() as deleting:  # a chat deletion, half-way through
+        await deleting.execute(text("SELECT 1 FROM messages WHERE chat_id = :c FOR UPDATE"),
+                               {"c": chat_id})
+        writing = asyncio.create_task(indexer._write(ids, vectors))
+        await asyncio.sleep(0.3)  # the write is under way, waiting for the messages
+        async with asyncio.timeout(5):
+            await deleting.execute(text("DELETE FROM chats WHERE id = :c"), {"c": chat_id})
+        await deleting.commit()
+    async with asyncio.timeout(5):
+        await writing  # no deadlock error on either side, and nothing written
+    assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set()
+    assert await _ids(engine, "SELECT message_id FROM recall_queue") == set()
