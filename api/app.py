@@ -280,7 +280,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         # Recall of users known to be small, the indexer and the facts, planned once per
         # connection (memory/search.py, _memory below).
         recall_db = create_memory_engine(settings.database_url or "", generic_plans=True,
-                                         pool_size=max(2, settings.db_pool_size // 2))
+                                         pool_size=max(2, settings.db_pool_size // 4))
         memory = await _memory(settings, memory_db, recall_db, http, counter)
         compactor = Compactor(
             chats=chats,

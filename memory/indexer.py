@@ -4,7 +4,7 @@ A step enqueues its messages in the statements that write them, so nothing is mi
 worker dies. Any worker's indexer claims a batch for a while (`claimed_until`, so a batch that a
 dead worker claimed goes back to the queue), live messages before backfill (`priority`), embeds
 it with one model call outside any transaction, then writes the vectors and full text and
-dequeues, in one transaction.
+dequeues, in one statement.
 
 A message the embedder rejects (an HTTP 4xx about the input, an answer that is not vectors) must
 not stop the queue: when a batch is rejected, its messages are embedded one by one; one that is
