@@ -5,9 +5,11 @@ closed with the engine."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import create_engine
 from chat.outage import is_outage
@@ -16,94 +18,95 @@ from chat.tables import checkout, fetch
 _PID = text("SELECT pg_backend_pid()")
 
 
-async def _pid(engine) -> int:  # noqa: ANN001 - an AsyncEngine
+@pytest.fixture
+async def engines(database_url: str) -> AsyncIterator[Callable[[int], AsyncEngine]]:
+    """Engines of the app's kind (api/database.py), disposed after the test."""
+    made: list[AsyncEngine] = []
+
+    def make(pool_size: int) -> AsyncEngine:
+        made.append(create_engine(database_url, pool_size=pool_size))
+        return made[-1]
+
+    yield make
+    for engine in made:
+        await engine.dispose()
+
+
+async def _pid(engine: AsyncEngine) -> int:
     async with checkout(engine) as conn:
         return (await fetch(conn, _PID, {}))[0][0]
 
 
-async def _alive(engine, pids: list[int]) -> set[int]:  # noqa: ANN001
+async def _alive(engine: AsyncEngine, pids: list[int]) -> set[int]:
     async with engine.connect() as conn:
         rows = await conn.execute(
             text("SELECT pid FROM pg_stat_activity WHERE pid = ANY(:pids)"), {"pids": pids})
         return {row[0] for row in rows}
 
 
+Engines = Callable[[int], AsyncEngine]
+
+
 async def test_a_connection_given_back_serves_the_next_checkout_and_dies_with_the_engine(
-    database_url: str,
+    engines: Engines,
 ) -> None:
-    engine = create_engine(database_url, pool_size=2)
-    watcher = create_engine(database_url, pool_size=1)
-    try:
-        first = await _pid(engine)
-        assert await _pid(engine) == first  # kept, not made anew
-        pool = engine.sync_engine.pool
-        assert pool.checkedin() == 0  # kept out of SQLAlchemy's pool meanwhile
-        await engine.dispose()
-        await asyncio.sleep(0.2)
-        assert await _alive(watcher, [first]) == set()  # closed with the engine, not leaked
-        assert await _pid(engine) != first  # and the disposed engine makes new ones
-    finally:
-        await engine.dispose()
-        await watcher.dispose()
+    engine, watcher = engines(2), engines(1)
+    first = await _pid(engine)
+    assert await _pid(engine) == first  # kept, not made anew
+    assert engine.sync_engine.pool.checkedin() == 0  # kept out of SQLAlchemy's pool meanwhile
+    await engine.dispose()
+    await asyncio.sleep(0.2)
+    assert await _alive(watcher, [first]) == set()  # closed with the engine, not leaked
+    assert await _pid(engine) != first  # and the disposed engine makes new ones
 
 
 async def test_a_checkout_waiting_for_a_full_pool_gets_the_connection_given_back(
-    database_url: str,
+    engines: Engines,
 ) -> None:
-    engine = create_engine(database_url, pool_size=2)  # four connections, two kept at most
-    try:
-        async with checkout(engine), checkout(engine):  # these two stay out all along
-            async with checkout(engine) as third, checkout(engine) as fourth:
-                waiting = asyncio.create_task(_pid(engine))  # the pool is full: this waits
-                await asyncio.sleep(0.2)
-                assert not waiting.done()
-                pids = {(await fetch(conn, _PID, {}))[0][0] for conn in (third, fourth)}
-            # Given back while it waited (and while the list had room for them): it gets one
-            # at once, not after the pool's 30 s timeout.
-            assert await asyncio.wait_for(waiting, 5) in pids
-    finally:
-        await engine.dispose()
+    engine = engines(2)  # four connections, two kept at most
+    async with checkout(engine), checkout(engine):  # these two stay out all along
+        async with checkout(engine) as third, checkout(engine) as fourth:
+            waiting = asyncio.create_task(_pid(engine))  # the pool is full: this waits
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            pids = {(await fetch(conn, _PID, {}))[0][0] for conn in (third, fourth)}
+        # Given back while it waited (and while the list had room for them): it gets one at
+        # once, not after the pool's 30 s timeout.
+        assert await asyncio.wait_for(waiting, 5) in pids
 
 
 async def test_the_engines_other_users_find_a_connection_while_many_are_kept(
-    database_url: str,
+    engines: Engines,
 ) -> None:
-    engine = create_engine(database_url, pool_size=2)  # four connections, two kept at most
-    try:
-        async def use() -> None:
-            async with checkout(engine) as conn:
-                await fetch(conn, text("SELECT pg_sleep(0.1)"), {})
+    engine = engines(2)  # four connections, two kept at most
 
-        await asyncio.gather(*(use() for _ in range(4)))  # all four made, then given back
-        async with asyncio.timeout(5):
-            async with engine.connect() as a, engine.connect() as b:
-                assert (await a.execute(text("SELECT 1"))).scalar_one() == 1
-                assert (await b.execute(text("SELECT 2"))).scalar_one() == 2
-    finally:
-        await engine.dispose()
+    async def use() -> None:
+        async with checkout(engine) as conn:
+            await fetch(conn, text("SELECT pg_sleep(0.1)"), {})
+
+    await asyncio.gather(*(use() for _ in range(4)))  # all four made, then given back
+    async with asyncio.timeout(5), engine.connect() as a, engine.connect() as b:
+        assert (await a.execute(text("SELECT 1"))).scalar_one() == 1
+        assert (await b.execute(text("SELECT 2"))).scalar_one() == 2
 
 
 async def test_after_an_outage_no_kept_connection_fails_a_second_request(
-    database_url: str,
+    engines: Engines,
 ) -> None:
-    engine = create_engine(database_url, pool_size=3)  # four may be kept
-    killer = create_engine(database_url, pool_size=1)
-    try:
-        async def pid_after(wait: float) -> int:
-            async with checkout(engine) as conn:
-                await fetch(conn, text("SELECT pg_sleep(:s)"), {"s": wait})
-                return (await fetch(conn, _PID, {}))[0][0]
+    engine, killer = engines(3), engines(1)  # four of the first's may be kept
 
-        pids = await asyncio.gather(*(pid_after(0.1) for _ in range(3)))  # three kept
-        async with killer.connect() as conn:  # the server drops them all (a restart)
-            await conn.execute(text(
-                "SELECT pg_terminate_backend(pid) FROM unnest(CAST(:p AS int[])) pid"),
-                {"p": list(pids)})
-        await asyncio.sleep(0.2)
-        with pytest.raises(Exception) as caught:  # noqa: PT011 - whatever the driver raises
-            await _pid(engine)  # the first request finds out, as with SQLAlchemy's pool
-        assert is_outage(caught.value), repr(caught.value)
-        assert await _pid(engine) not in pids  # the next one is served, on a new connection
-    finally:
-        await engine.dispose()
-        await killer.dispose()
+    async def pid_after(wait: float) -> int:
+        async with checkout(engine) as conn:
+            await fetch(conn, text("SELECT pg_sleep(:s)"), {"s": wait})
+            return (await fetch(conn, _PID, {}))[0][0]
+
+    pids = await asyncio.gather(*(pid_after(0.1) for _ in range(3)))  # three kept
+    async with killer.connect() as conn:  # the server drops them all (a restart)
+        await conn.execute(text(
+            "SELECT pg_terminate_backend(pid) FROM unnest(CAST(:p AS int[])) pid"),
+            {"p": list(pids)})
+    await asyncio.sleep(0.2)
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - whatever the driver raises
+        await _pid(engine)  # the first request finds out, as with SQLAlchemy's pool
+    assert is_outage(caught.value), repr(caught.value)
+    assert await _pid(engine) not in pids  # the next one is served, on a new connection

@@ -19,13 +19,14 @@ from api.settings import Settings
 from chat.ports import Opened, OpenStep
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
+from chat.tables import positional
 from llm.embeddings import OpenAIEmbedder
 from llm.errors import ProviderHTTPError
 from llm.http import HTTPClient
 from llm.openai import new_session
 from llm.testing import FakeOpenAIServer
 from llm.types import ProviderConfig
-from memory.indexer import Indexer, IndexerConfig
+from memory.indexer import _CHAT_QUEUE, _CLAIM, Indexer, IndexerConfig
 from tests.integration.history import import_chat, out_of_line
 
 POISON = "\u2620POISON\u2620"  # the fake embedder answers 400 to a batch holding this
@@ -271,9 +272,6 @@ async def test_a_claim_looks_up_each_queued_messages_step_and_never_reads_every_
     # messages hashed the steps and read the whole messages table at every claim (20-58 ms);
     # with joins by nested loop ruled out, as that planner preferred, the check still reads
     # the message (`wm`) by its primary key.
-    from chat.tables import positional
-    from memory.indexer import _CHAT_QUEUE, _CLAIM
-
     async with engine.connect() as conn:
         await conn.execute(text("SET enable_nestloop = off"))
         for statement, params in (
