@@ -129,7 +129,7 @@ def create_engine(
     )
     event.listen(engine.sync_engine, "do_connect", _connect)
     event.listen(engine.sync_engine, "connect", _register_vector)
-    # chat.tables.checkout keeps idle connections out of the pool between uses, all but two.
+    # chat.tables.checkout keeps idle connections out of the pool between uses, up to half.
     hold_connections(engine, recycle=POOL_RECYCLE)
     return engine
 

@@ -9,9 +9,11 @@ when:
 
 - it was invalidated (an outage, a statement cut off), or it is inside a transaction;
 - a `checkout` is waiting for SQLAlchemy's pool, which is full: the waiter gets it;
-- the list already keeps `keep` connections (the pool's size less a reserve, which the
-  engine's other users, `engine.connect()`, always find);
-- it was made more than `recycle` seconds ago (the pool's own recycling then applies);
+- the list already keeps `keep` connections: half the pool's size, so that the engine's other
+  users (`engine.connect()`, which cannot ask the list to give any back) always have the other
+  half, as many as the step's own statements have here;
+- it was first kept more than `recycle` seconds ago (the pool's own recycling then applies),
+  which is also looked at when one is taken;
 - the engine was disposed: the connections the list keeps are closed then.
 """
 
@@ -38,8 +40,11 @@ class HeldConnections:
 
     async def take(self, engine: AsyncEngine) -> Any:
         """A connection of `engine`'s pool (SQLAlchemy's `PoolProxiedConnection`)."""
-        if self._idle:
-            return self._idle.pop()
+        while self._idle:
+            pooled = self._idle.pop()
+            if not self._old(pooled):
+                return pooled
+            pooled.close()  # back to the pool, which makes it anew
         self._asking += 1
         try:
             pooled = await engine.raw_connection()
@@ -49,12 +54,16 @@ class HeldConnections:
         return pooled
 
     def give_back(self, pooled: Any) -> None:
+        """Keep a connection a `checkout` is done with, or give it back to the pool."""
         if (self._closed or self._asking or len(self._idle) >= self._keep
                 or not pooled.is_valid or pooled.driver_connection.is_in_transaction()
-                or time.monotonic() - pooled.info.get(_MADE_AT, 0.0) > self._recycle):
+                or self._old(pooled)):
             pooled.close()  # back to SQLAlchemy's pool
         else:
             self._idle.append(pooled)
+
+    def _old(self, pooled: Any) -> bool:
+        return time.monotonic() - pooled.info.get(_MADE_AT, 0.0) > self._recycle
 
     def drop_idle(self) -> None:
         """Close the idle connections: one was found dead, so they are likely dead too (the
@@ -74,13 +83,13 @@ class HeldConnections:
 _HELD: weakref.WeakKeyDictionary[Any, HeldConnections] = weakref.WeakKeyDictionary()
 
 
-def hold_connections(engine: AsyncEngine, *, reserve: int = 2, recycle: float = 1800.0) -> None:
-    """Let `checkout` keep `engine`'s idle connections: all but `reserve` of its pool's size."""
+def hold_connections(engine: AsyncEngine, *, recycle: float = 1800.0) -> None:
+    """Let `checkout` keep `engine`'s idle connections, up to half of its pool's size."""
     sync = engine.sync_engine
     current = [sync.pool]
 
     def held(pool: Any) -> HeldConnections:
-        return HeldConnections(max(1, pool.size() - reserve), recycle)
+        return HeldConnections(max(1, pool.size() // 2), recycle)
 
     def disposed(_: Any) -> None:  # Engine.dispose has put a new pool in the old one's place
         old = _HELD.pop(current[0], None)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
+import asyncpg.exceptions._base as asyncpg_client_errors
 import orjson
 from sqlalchemy import TextClause
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -128,14 +129,17 @@ class Driver:
     SQLAlchemy's Connection around it (chat.tables.checkout)."""
 
     def __init__(self, pooled: Any, held: HeldConnections | None = None) -> None:
-        self._pooled, self._held = pooled, held
+        self.pooled, self._held = pooled, held
         self.raw: asyncpg.Connection = pooled.driver_connection
 
     def invalidate(self, exc: BaseException) -> None:
-        if self._pooled.is_valid:  # (fetch may have done it already)
-            self._pooled.invalidate(exc)
-            if self._held is not None and isinstance(exc, DISCONNECTED):
-                self._held.drop_idle()  # the server went away: they are gone too
+        if self.pooled.is_valid:  # (fetch may have done it already)
+            self.pooled.invalidate(exc)
+            # The server went away: the idle ones are gone too. (Not for a value asyncpg could
+            # not encode, an InterfaceError too, which says nothing of the connections.)
+            if (self._held is not None and isinstance(exc, DISCONNECTED)
+                    and not isinstance(exc, asyncpg_client_errors.DataError)):
+                self._held.drop_idle()
 
 
 def checkout(engine: AsyncEngine) -> _Checkout:
@@ -178,9 +182,9 @@ class _Checkout:
                 or getattr(driver.raw, "_cancellations", None)):
             driver.invalidate(exc)
         if self._held is None:
-            driver._pooled.close()
+            driver.pooled.close()
         else:
-            self._held.give_back(driver._pooled)
+            self._held.give_back(driver.pooled)
 
 
 async def fetch(

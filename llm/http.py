@@ -16,6 +16,7 @@ or its chunks, and keeps idle connections for the next request to the same serve
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 import time
 import zlib
@@ -23,7 +24,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 _CRLF = b"\r\n"
 _HEAD_END = b"\r\n\r\n"
@@ -31,7 +32,8 @@ _READ_SIZE = 1 << 16
 
 
 class HTTPError(Exception):
-    """The transport failed; `response_started` says whether any byte of an answer came."""
+    """The transport failed (or the request could not be written: a header that is not
+    Latin-1); `response_started` says whether any byte of an answer came."""
 
     response_started = False
 
@@ -80,6 +82,9 @@ class Response:
         self._done = False  # the body was read to its end
         length = headers.get("content-length")
         self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        coding = headers.get("transfer-encoding", "").lower().replace(" ", "")
+        if coding not in ("", "chunked", "identity"):
+            raise BadResponse(f"the answer's transfer coding {coding!r} is not read here")
         self._left: int | None = None
         if length is not None and not self._chunked:
             if not length.isdigit():
@@ -95,9 +100,11 @@ class Response:
             raise BadResponse(f"the answer is encoded as {encoding!r}, which is not read here")
 
     async def read(self) -> bytes:
+        """The whole body."""
         return b"".join([part async for part in self._parts()])
 
     async def text(self) -> str:
+        """The whole body as text (UTF-8, what cannot be read as it replaced)."""
         return (await self.read()).decode("utf-8", "replace")
 
     async def lines(self) -> AsyncIterator[bytes]:
@@ -138,7 +145,10 @@ class Response:
         reader = self._conn.reader
         if self._chunked:
             while size := await self._chunk_size(reader):
-                yield (await self._exactly(reader, size + 2))[:-2]
+                chunk = await self._exactly(reader, size + 2)
+                if chunk[-2:] != _CRLF:
+                    raise BadResponse("a chunk is longer than its size says")
+                yield chunk[:-2]
             while await self._read(reader.readuntil(_CRLF)) != _CRLF:  # trailers, if any
                 pass
         elif self._left is not None:
@@ -155,10 +165,10 @@ class Response:
 
     async def _chunk_size(self, reader: asyncio.StreamReader) -> int:
         line = await self._read(reader.readuntil(_CRLF))
-        try:
-            return int(line.split(b";", 1)[0].strip(), 16)
-        except ValueError as exc:
-            raise BadResponse(f"a chunk's size is not a number: {line[:40]!r}") from exc
+        size = line.split(b";", 1)[0].strip()
+        if not size or size.strip(b"0123456789abcdefABCDEF"):
+            raise BadResponse(f"a chunk's size is not a number: {line[:40]!r}")
+        return int(size, 16)
 
     async def _exactly(self, reader: asyncio.StreamReader, n: int) -> bytes:
         return await self._read(reader.readexactly(n))
@@ -226,15 +236,16 @@ class HTTPClient:
         except Disconnected as exc:
             if exc.response_started:
                 raise
-            response = await self._exchange(key, head, body, deadline)
+            # On a new connection: after a server's restart, every kept one is as dead.
+            response = await self._exchange(key, head, body, deadline, fresh=True)
         try:
             yield response
         finally:
             response.release()
 
     async def _exchange(self, key: tuple[str, str, int], head: bytes, body: bytes | None,
-                        deadline: float | None) -> Response:
-        conn = await self._connection(key, deadline)
+                        deadline: float | None, *, fresh: bool = False) -> Response:
+        conn = await self._connection(key, deadline, fresh=fresh)
         try:
             conn.writer.write(head + body if body else head)
             return await self._response(conn, deadline)
@@ -242,8 +253,10 @@ class HTTPClient:
             conn.close()
             raise
 
-    async def _connection(self, key: tuple[str, str, int], deadline: float | None) -> _Connection:
-        idle = self._idle.get(key)
+    async def _connection(
+        self, key: tuple[str, str, int], deadline: float | None, *, fresh: bool = False
+    ) -> _Connection:
+        idle = None if fresh else self._idle.get(key)
         now = time.monotonic()
         while idle:
             conn = idle.pop()
@@ -291,11 +304,16 @@ class HTTPClient:
         return response
 
     def keep(self, conn: _Connection) -> None:
+        """Keep a connection whose answer was read to its end for the next request to its
+        server; those idle past the keep-alive are closed then (the oldest come first)."""
         if self.closed:
             conn.close()
             return
-        conn.idle_since = time.monotonic()
-        self._idle.setdefault(conn.key, []).append(conn)
+        now = conn.idle_since = time.monotonic()
+        idle = self._idle.setdefault(conn.key, [])
+        while idle and not idle[0].usable(now, self.keepalive):
+            idle.pop(0).close()
+        idle.append(conn)
 
     async def timed(self, operation: Any, deadline: float | None) -> Any:
         """Await a read within the read timeout and what is left of the call's."""
@@ -334,11 +352,22 @@ def _request_head(
     authority = host if port == default else f"{host}:{port}"
     if ":" in host:  # an IPv6 address
         authority = f"[{host}]" if port == default else f"[{host}]:{port}"
+    fields = dict(headers or {})
+    if parts.username is not None and not any(k.lower() == "authorization" for k in fields):
+        # Credentials in the URL, as HTTP clients take them: Basic authentication.
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        fields["Authorization"] = "Basic " + base64.b64encode(pair).decode()
     lines = [f"{method} {target} HTTP/1.1", f"Host: {authority}", "User-Agent: jin"]
-    lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+    for name, value in fields.items():
+        if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+            raise HTTPError(f"the header {name!r} holds a line break")
+        lines.append(f"{name}: {value}")
     if body is not None or method in ("POST", "PUT", "PATCH"):
         lines.append(f"Content-Length: {len(body or b'')}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    try:
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    except UnicodeEncodeError as exc:
+        raise HTTPError(f"a header of the request is not Latin-1 text: {exc}") from exc
     return (scheme, host, port), head
 
 

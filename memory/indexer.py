@@ -44,22 +44,32 @@ _WAITS_FOR_ITS_STEP = """(
     SELECT ws.status FROM messages wm JOIN steps ws ON ws.id = wm.step_id
     WHERE wm.id = q.message_id) IS NOT DISTINCT FROM 'running'"""
 
-_CLAIM = text(f"""
-WITH c AS (
-    SELECT q.message_id FROM recall_queue q
-    WHERE q.parked_at IS NULL
+_CLAIMABLE = f"""q.parked_at IS NULL
       AND (q.claimed_until IS NULL OR q.claimed_until < now())
-      AND (CAST(:chat AS uuid) IS NULL
-           OR q.message_id IN (SELECT id FROM messages
-                               WHERE chat_id = :chat AND position <= :through))
-      AND NOT {_WAITS_FOR_ITS_STEP}
-    ORDER BY q.priority, q.enqueued_at LIMIT :n
-    FOR UPDATE OF q SKIP LOCKED
-)
+      AND NOT {_WAITS_FOR_ITS_STEP}"""
+_CLAIMED = """
 UPDATE recall_queue q SET claimed_until = now() + make_interval(secs => :ttl)
 FROM c JOIN messages m ON m.id = c.message_id
 WHERE q.message_id = c.message_id
-RETURNING m.id, m.content, q.attempts, q.embedding, q.embedder""")
+RETURNING m.id, m.content, q.attempts, q.embedding, q.embedder"""
+# Two statements, each with one plan whatever its parameters (they run planned once per
+# connection): any chat's rows, from the queue's order; one chat's rows up to a position, from
+# the chat's messages (from the queue's order, a chat's claim behind a large backfill would
+# walk all of it).
+_CLAIM = text(f"""
+WITH c AS (
+    SELECT q.message_id FROM recall_queue q
+    WHERE {_CLAIMABLE}
+    ORDER BY q.priority, q.enqueued_at LIMIT :n
+    FOR UPDATE OF q SKIP LOCKED
+){_CLAIMED}""")
+_CLAIM_CHAT = text(f"""
+WITH c AS (
+    SELECT q.message_id FROM messages cm JOIN recall_queue q ON q.message_id = cm.id
+    WHERE cm.chat_id = :chat AND cm.position <= :through AND {_CLAIMABLE}
+    ORDER BY q.priority, q.enqueued_at LIMIT :n
+    FOR UPDATE OF q SKIP LOCKED
+){_CLAIMED}""")
 
 # Vectors and dequeue in one statement (one round trip, not BEGIN, two statements and COMMIT),
 # in the order in which deleting a chat takes its locks (messages, then the cascade to
@@ -174,7 +184,7 @@ class Indexer:
         when the embedder failed without blaming an input; the batch is back in the queue
         then."""
         async with checkout(self._db) as conn:
-            rows = await fetch(conn, _CLAIM, {
+            rows = await fetch(conn, _CLAIM if chat_id is None else _CLAIM_CHAT, {
                 "chat": chat_id, "through": through, "n": self.config.batch_size,
                 "ttl": self.config.claim_seconds,
             })

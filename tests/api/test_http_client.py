@@ -223,3 +223,23 @@ async def test_an_idle_connection_past_the_keepalive_is_not_used_again(serve) ->
         async with http.request("GET", url) as answer:  # past it: the server may close it
             assert await answer.read() == b"three"
     assert server.connections == 2
+
+
+async def test_a_chunk_that_lies_about_its_size_is_a_bad_answer(serve) -> None:
+    negative = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-3\r\nabc\r\n0\r\n\r\n"
+    longer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n"
+    for answer in (negative, longer):
+        _, url = await serve([answer])
+        async with client() as http:
+            with pytest.raises(BadResponse):
+                async with http.request("GET", url) as response:
+                    await response.read()
+
+
+async def test_credentials_in_the_url_are_sent_as_basic_authentication(serve) -> None:
+    server, url = await serve([ok(b"in")])
+    async with client() as http:
+        async with http.request("GET", url.replace("http://", "http://ana:s%40cret@")) as answer:
+            assert await answer.read() == b"in"
+    assert b"\r\nAuthorization: Basic YW5hOnNAY3JldA==\r\n" in server.requests[0]  # ana:s@cret
+

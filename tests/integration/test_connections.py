@@ -5,6 +5,7 @@ closed with the engine."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -75,25 +76,26 @@ async def test_a_checkout_waiting_for_a_full_pool_gets_the_connection_given_back
         assert await asyncio.wait_for(waiting, 5) in pids
 
 
-async def test_the_engines_other_users_find_a_connection_while_many_are_kept(
+async def test_the_engines_other_users_find_half_the_pool_while_connections_are_kept(
     engines: Engines,
 ) -> None:
-    engine = engines(2)  # four connections, two kept at most
+    engine = engines(4)  # eight connections, four kept at most
 
     async def use() -> None:
         async with checkout(engine) as conn:
             await fetch(conn, text("SELECT pg_sleep(0.1)"), {})
 
-    await asyncio.gather(*(use() for _ in range(4)))  # all four made, then given back
-    async with asyncio.timeout(5), engine.connect() as a, engine.connect() as b:
-        assert (await a.execute(text("SELECT 1"))).scalar_one() == 1
-        assert (await b.execute(text("SELECT 2"))).scalar_one() == 2
+    await asyncio.gather(*(use() for _ in range(8)))  # all eight made, then given back
+    async with asyncio.timeout(5), contextlib.AsyncExitStack() as stack:
+        others = [await stack.enter_async_context(engine.connect()) for _ in range(4)]
+        for i, conn in enumerate(others):
+            assert (await conn.execute(text(f"SELECT {i}"))).scalar_one() == i
 
 
 async def test_after_an_outage_no_kept_connection_fails_a_second_request(
     engines: Engines,
 ) -> None:
-    engine, killer = engines(3), engines(1)  # four of the first's may be kept
+    engine, killer = engines(3), engines(1)  # three of the first's may be kept
 
     async def pid_after(wait: float) -> int:
         async with checkout(engine) as conn:

@@ -26,7 +26,7 @@ from llm.http import HTTPClient
 from llm.openai import new_session
 from llm.testing import FakeOpenAIServer
 from llm.types import ProviderConfig
-from memory.indexer import _CHAT_QUEUE, _CLAIM, Indexer, IndexerConfig
+from memory.indexer import _CHAT_QUEUE, _CLAIM, _CLAIM_CHAT, Indexer, IndexerConfig
 from tests.integration.history import import_chat, out_of_line
 
 POISON = "\u2620POISON\u2620"  # the fake embedder answers 400 to a batch holding this
@@ -276,7 +276,7 @@ async def test_a_claim_looks_up_each_queued_messages_step_and_never_reads_every_
         await conn.execute(text("SET enable_nestloop = off"))
         for statement, params in (
             (_CLAIM, {"chat": None, "through": 0, "n": 64, "ttl": 60.0}),
-            (_CLAIM, {"chat": uuid.uuid4(), "through": 10, "n": 64, "ttl": 60.0}),
+            (_CLAIM_CHAT, {"chat": uuid.uuid4(), "through": 10, "n": 64, "ttl": 60.0}),
             (_CHAT_QUEUE, {"chat": uuid.uuid4(), "through": 10}),
         ):
             sql, names = positional(statement.text)
@@ -284,6 +284,16 @@ async def test_a_claim_looks_up_each_queued_messages_step_and_never_reads_every_
             plan = "\n".join(row[0] for row in await raw.fetch(
                 "EXPLAIN " + sql, *(params[name] for name in names)))
             assert "Index Scan using messages_pkey on messages wm" in plan, plan
+        # A chat's claim starts from the chat's messages, whatever the queue holds before them
+        # (the plan made once for every chat: a claim behind a backfill must not walk it).
+        await conn.execute(text("RESET enable_nestloop"))
+        await conn.execute(text("SET plan_cache_mode = force_generic_plan"))
+        sql, names = positional(_CLAIM_CHAT.text)
+        params = {"chat": uuid.uuid4(), "through": 10, "n": 64, "ttl": 60.0}
+        plan = "\n".join(row[0] for row in await raw.fetch(
+            "EXPLAIN " + sql, *(params[name] for name in names)))
+        assert "Index Scan using messages_" in plan and "on messages cm" in plan, plan
+        assert "Seq Scan on messages cm" not in plan, plan
         await conn.rollback()
 
 
