@@ -8,7 +8,7 @@ from collections.abc import Callable
 import httpx
 
 from llm.testing import FakeOpenAIServer, Reply
-from tests.api.sse_client import history, new_chat, stream_step
+from tests.api.sse_client import history, new_chat, stream_step, streaming_step
 
 
 async def test_repeated_idempotency_key_replays_and_writes_nothing(
@@ -59,8 +59,7 @@ async def test_reject_policy_answers_409_while_a_step_runs(
 ) -> None:
     chat_id = await new_chat(client, busy_policy="reject")
     model.push(Reply(["slow ", "answer"], chunk_delay=0.3))
-    running = asyncio.create_task(stream_step(client, chat_id, "first"))
-    await asyncio.sleep(0.2)
+    running = await streaming_step(client, chat_id, "first")
     response = await client.post(f"/v1/chats/{chat_id}/messages", json={"content": "second"})
     assert response.status_code == 409
     assert response.headers["content-type"] == "application/problem+json"
@@ -75,8 +74,7 @@ async def test_queue_wait_is_bounded(
     async with httpx.AsyncClient(base_url=jin_factory(queue_wait_seconds=0.3)) as client:
         chat_id = await new_chat(client)
         model.push(Reply(["a ", "b ", "c"], chunk_delay=0.4))
-        running = asyncio.create_task(stream_step(client, chat_id, "first"))
-        await asyncio.sleep(0.2)
+        running = await streaming_step(client, chat_id, "first")
         response = await client.post(f"/v1/chats/{chat_id}/messages", json={"content": "next"})
         assert response.status_code == 409
         assert response.json()["code"] == "chat_busy"
@@ -88,8 +86,7 @@ async def test_interrupt_policy_stops_the_running_step_and_takes_over(
 ) -> None:
     chat_id = await new_chat(client, busy_policy="interrupt")
     model.push(Reply([f"w{i} " for i in range(300)], chunk_delay=0.02), Reply(["new answer"]))
-    running = asyncio.create_task(stream_step(client, chat_id, "long task"))
-    await asyncio.sleep(0.3)
+    running = await streaming_step(client, chat_id, "long task")
     events = await stream_step(client, chat_id, "never mind")
     first = await running
     assert dict(first)["step_end"]["status"] == "interrupted"
@@ -104,8 +101,7 @@ async def test_a_retry_of_the_running_request_waits_for_it_instead_of_interrupti
 ) -> None:
     chat_id = await new_chat(client, busy_policy="interrupt")
     model.push(Reply([f"w{i} " for i in range(20)], chunk_delay=0.02))
-    first = asyncio.create_task(stream_step(client, chat_id, "go", idempotency_key="same"))
-    await asyncio.sleep(0.15)
+    first = await streaming_step(client, chat_id, "go", idempotency_key="same")
     retry = await client.post(
         f"/v1/chats/{chat_id}/messages", json={"content": "go", "idempotency_key": "same"}
     )
@@ -121,8 +117,7 @@ async def test_reset_during_a_step_lands_after_its_answer(
 ) -> None:
     chat_id = await new_chat(client)
     model.push(Reply(["slow ", "answer"], chunk_delay=0.2))
-    running = asyncio.create_task(stream_step(client, chat_id, "question"))
-    await asyncio.sleep(0.1)
+    running = await streaming_step(client, chat_id, "question")
     reset = await client.post(f"/v1/chats/{chat_id}/reset")
     await running
     assert reset.status_code == 201
