@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from api.database import create_engine
 from chat.outage import is_outage
 from chat.tables import checkout, fetch
+from tests.integration.backends import until_gone
 
 _PID = text("SELECT pg_backend_pid()")
 
@@ -38,13 +39,6 @@ async def _pid(engine: AsyncEngine) -> int:
         return (await fetch(conn, _PID, {}))[0][0]
 
 
-async def _alive(engine: AsyncEngine, pids: list[int]) -> set[int]:
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            text("SELECT pid FROM pg_stat_activity WHERE pid = ANY(:pids)"), {"pids": pids})
-        return {row[0] for row in rows}
-
-
 Engines = Callable[[int], AsyncEngine]
 
 
@@ -56,8 +50,7 @@ async def test_a_connection_given_back_serves_the_next_checkout_and_dies_with_th
     assert await _pid(engine) == first  # kept, not made anew
     assert engine.sync_engine.pool.checkedin() == 0  # kept out of SQLAlchemy's pool meanwhile
     await engine.dispose()
-    await asyncio.sleep(0.2)
-    assert await _alive(watcher, [first]) == set()  # closed with the engine, not leaked
+    assert await until_gone(watcher, [first]) == set()  # closed with the engine, not leaked
     assert await _pid(engine) != first  # and the disposed engine makes new ones
 
 
@@ -107,7 +100,7 @@ async def test_after_an_outage_no_kept_connection_fails_a_second_request(
         await conn.execute(text(
             "SELECT pg_terminate_backend(pid) FROM unnest(CAST(:p AS int[])) pid"),
             {"p": list(pids)})
-    await asyncio.sleep(0.2)
+    assert await until_gone(killer, list(pids)) == set()
     with pytest.raises(Exception) as caught:  # noqa: PT011 - whatever the driver raises
         await _pid(engine)  # the first request finds out, as with SQLAlchemy's pool
     assert is_outage(caught.value), repr(caught.value)

@@ -27,6 +27,7 @@ from llm.openai import new_session
 from llm.testing import FakeOpenAIServer
 from llm.types import ProviderConfig
 from memory.indexer import _CHAT_QUEUE, _CLAIM, _CLAIM_CHAT, Indexer, IndexerConfig
+from tests.integration.backends import until_waiting
 from tests.integration.history import import_chat, out_of_line
 
 POISON = "\u2620POISON\u2620"  # the fake embedder answers 400 to a batch holding this
@@ -312,7 +313,7 @@ async def test_a_chat_deleted_while_its_messages_are_written_waits_for_no_deadlo
         await deleting.execute(text("SELECT 1 FROM messages WHERE chat_id = :c FOR UPDATE"),
                                {"c": chat_id})
         writing = asyncio.create_task(indexer._write(ids, vectors))
-        await asyncio.sleep(0.3)  # the write is under way, waiting for the messages
+        await until_waiting(engine)  # the write is under way, waiting for them
         async with asyncio.timeout(5):
             await deleting.execute(text("DELETE FROM chats WHERE id = :c"), {"c": chat_id})
         await deleting.commit()

@@ -17,6 +17,7 @@ from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.testing import seed_history, seed_summary
 from chat.types import Chat, ModelSettings, Window
+from tests.integration.backends import until_waiting
 
 BUDGET = 600  # tokens: a window of about ten seeded rows
 
@@ -115,7 +116,7 @@ async def test_an_answer_saved_while_the_next_step_waits_for_the_chat_is_in_its_
         await saving.execute(text(
             "UPDATE chats SET token_total = token_total + 9 WHERE id = :c"), {"c": chat.id})
         waiting = asyncio.create_task(steps.open(_request(chat, fast=True)))
-        await asyncio.sleep(0.3)  # blocked on the row, its snapshot taken
+        await until_waiting(engine)  # blocked on the row, its snapshot taken
         assert not waiting.done()
         await saving.execute(text("""
             INSERT INTO messages (id, chat_id, position, kind, content, status, token_count,

@@ -20,6 +20,7 @@ from chat.store import WINDOW_SQL, PostgresChatStore, history_query
 from chat.tables import checkout, fetch, positional
 from chat.testing import seed_history
 from chat.types import MAX_POSITION, Chat, ModelSettings
+from tests.integration.backends import until_gone, until_waiting
 
 
 async def _chat(engine: AsyncEngine) -> Chat:
@@ -230,6 +231,7 @@ async def test_a_connection_whose_statement_was_cut_off_is_not_handed_out_again(
     # under load), the next user of that connection got a 500 ("another operation is in
     # progress"). The pool must hand out another connection instead.
     engine = create_engine(database_url, pool_size=1)  # two connections
+    watcher = create_engine(database_url, pool_size=1)
     pids: list[int] = []
     try:
         async with checkout(engine) as held:  # one is busy elsewhere all along
@@ -239,7 +241,7 @@ async def test_a_connection_whose_statement_was_cut_off_is_not_handed_out_again(
                     await fetch(conn, text("SELECT pg_sleep(5)"), {})
 
             task = asyncio.create_task(slow())
-            await asyncio.sleep(0.3)
+            await until_waiting(watcher, "Timeout", "%pg_sleep(5)%")  # the statement runs
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             async with checkout(engine) as conn:
@@ -248,6 +250,7 @@ async def test_a_connection_whose_statement_was_cut_off_is_not_handed_out_again(
             assert (await fetch(held, text("SELECT 1"), {}))[0][0] == 1
     finally:
         await engine.dispose()
+        await watcher.dispose()
 
 
 async def test_a_connection_the_server_drops_while_it_is_set_up_is_an_outage(
@@ -293,7 +296,7 @@ async def test_a_connection_lost_under_a_transactions_own_statements_is_not_hand
                     async with checkout(killer) as other:
                         await fetch(other, text("SELECT pg_terminate_backend(:pid)"),
                                     {"pid": pid})
-                    await asyncio.sleep(0.2)
+                    assert await until_gone(killer, [pid]) == set()
                     async with conn.raw.transaction():
                         await fetch(conn, text("SELECT 1"), {})
             assert is_outage(caught.value), repr(caught.value)
