@@ -57,7 +57,7 @@ async def streaming_step(
             assert response.status_code == 200, await response.aread()
             async for text in response.aiter_text():
                 body += text
-                if "event: message_chunk" in body:
+                if not started.is_set() and "event: message_chunk" in body:
                     started.set()
         started.set()
         return parse_events(body)

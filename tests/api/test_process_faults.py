@@ -24,6 +24,7 @@ from chat.audit import audit
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.processes import JinProcess, OwnPostgres
 from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
+from tests.backends import eventually
 
 PROBLEM = "application/problem+json"
 LEASE_TTL = 2.0
@@ -200,17 +201,6 @@ def echo_model() -> Iterator[str]:
     server.stop()
 
 
-async def _eventually(engine: AsyncEngine, query: str, expected: object, within: float) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        async with engine.connect() as conn:
-            value = (await conn.execute(text(query))).scalar()
-        if value == expected:
-            return
-        assert time.monotonic() < deadline, f"{query} -> {value}, not {expected}"
-        await asyncio.sleep(0.1)
-
-
 async def test_postgres_restarted_under_load_fails_requests_cleanly_and_the_worker_recovers(
     own_postgres: OwnPostgres, echo_model: str, jin_processes: Callable[..., JinProcess],
 ) -> None:
@@ -268,8 +258,8 @@ async def test_postgres_restarted_under_load_fails_requests_cleanly_and_the_work
         # Its background work came back too: the abort listener LISTENs again, and the indexer
         # drains what the steps queued.
         listening = "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"jin_abort\"'"
-        await _eventually(engine, listening, 1, within=5)
-        await _eventually(engine, "SELECT count(*) FROM recall_queue", 0, within=10)
+        await eventually(engine, listening, 1, within=5)
+        await eventually(engine, "SELECT count(*) FROM recall_queue", 0, within=10)
 
         # A step that could not be saved while Postgres was down is closed by the chat's next.
         for chat in chats:

@@ -27,7 +27,7 @@ from llm.openai import new_session
 from llm.testing import FakeOpenAIServer
 from llm.types import ProviderConfig
 from memory.indexer import _CHAT_QUEUE, _CLAIM, _CLAIM_CHAT, Indexer, IndexerConfig
-from tests.integration.backends import until_waiting
+from tests.backends import until_waiting
 from tests.integration.history import import_chat, out_of_line
 
 POISON = "\u2620POISON\u2620"  # the fake embedder answers 400 to a batch holding this

@@ -17,7 +17,7 @@ from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.testing import seed_history, seed_summary
 from chat.types import Chat, ModelSettings, Window
-from tests.integration.backends import until_waiting
+from tests.backends import until_waiting
 
 BUDGET = 600  # tokens: a window of about ten seeded rows
 
