@@ -117,13 +117,35 @@ def _reindex(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    """Wire the recall benchmark (memory/evaluation/) to the configured database and embedder."""
     import asyncio
 
-    from bench.recall import run_recall_bench
+    from api.database import create_engine, create_memory_engine
+    from api.embedders import build_embedder
+    from api.reindex import Progress
+    from llm.openai import new_session
+    from memory.evaluation.benchmark import Plan, run_recall_benchmark
 
     settings = Settings()
+    plan = Plan(dataset=args.dataset, mode=args.mode, out=args.out, keep=args.keep)
+
+    async def run(url: str) -> int:
+        engine, memory_db = create_engine(url, pool_size=2), create_memory_engine(url, pool_size=2)
+        http = new_session(connect_timeout=settings.provider_connect_timeout,
+                           read_timeout=settings.provider_read_timeout)
+        try:
+            embedder, provider = build_embedder(settings, http)
+            return await run_recall_benchmark(
+                plan, engine, memory_db, embedder, provider.model, settings.recall_config(),
+                lambda label, total: Progress(label, total, sys.stderr),
+            )
+        finally:
+            await http.close()
+            await memory_db.dispose()
+            await engine.dispose()
+
     with _migrated(settings) as url:
-        return asyncio.run(run_recall_bench(settings, url, args))
+        return asyncio.run(run(url))
 
 
 def _keys(args: argparse.Namespace) -> int:
