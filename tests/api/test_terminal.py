@@ -4,6 +4,7 @@ stdin, against a running jin and the fake model."""
 from __future__ import annotations
 
 import os
+import platform
 import queue
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from llm.testing import FakeOpenAIServer, Reply
 from tests.api.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}.get(platform.machine(), "0")
 
 
 def chat_env(jin: str | None = None, **extra: str) -> dict[str, str]:
@@ -161,6 +163,17 @@ class Typist:
     def interrupt(self) -> None:
         self.proc.send_signal(signal.SIGINT)
 
+    def interrupt_at_prompt(self, timeout: float = 30) -> None:
+        """Ctrl-C once the client is blocked reading its stdin. A SIGINT that lands between the
+        prompt's write and that read is only handled after the read returns: a person never
+        types that fast, a test does."""
+        syscall = Path(f"/proc/{self.proc.pid}/syscall")
+        deadline = time.monotonic() + timeout
+        while syscall.read_text().split()[:2] != [READ_SYSCALL, "0x0"]:  # read(0, ...)
+            assert time.monotonic() < deadline, "the client never waited for input"
+            time.sleep(0.01)
+        self.interrupt()
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -198,9 +211,9 @@ def test_ctrl_c_stops_the_answer_and_the_second_at_the_prompt_exits(
     typist.type("/chats")
     at = typist.wait_for("tell me everything", at)
     at = typist.wait_for("you> ", at)
-    typist.interrupt()
+    typist.interrupt_at_prompt()
     at = typist.wait_for("(Ctrl-C again to quit)\nyou> ", at)
     assert typist.proc.poll() is None
-    typist.interrupt()
+    typist.interrupt_at_prompt()
     assert typist.proc.wait(timeout=10) == 0
     assert "Traceback" not in typist.out
