@@ -17,7 +17,7 @@ RUN pip install . \
  && useradd --create-home --uid 10001 jin
 USER jin
 # In a container the API must listen on all interfaces; off loopback jin needs an API key in
-# the database before it starts (README.md, "Access and limits").
+# the database before it starts (docs/operations.md, "API keys").
 ENV JIN_HOST=0.0.0.0 JIN_PORT=8000
 EXPOSE 8000
 CMD ["jin", "serve"]

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import problems
+from api import docs, problems
 from api.access import Access, RateLimiter, is_loopback
 from api.app_banner import EMBEDDED_BANNER, OPEN_BANNER
 from api.database import create_engine, create_memory_engine
@@ -347,7 +347,9 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             if on_shutdown is not None:
                 on_shutdown()
 
-    app = FastAPI(title="jin", version="0.1.0", lifespan=lifespan)
+    # The reference pages are api/docs.py's, with their assets served here (no CDN).
+    app = FastAPI(title="jin", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
+    docs.install(app)
     app.state.settings = settings
     app.state.metrics = meter
     # Outermost last: timing, then the edge (ids, key, limits), then the body limit, then the

@@ -18,8 +18,6 @@ from pydantic import ValidationError
 from api import logs
 from api.settings import Settings
 
-DIM, RESET, BOLD = "\x1b[2m", "\x1b[0m", "\x1b[1m"
-
 
 def _database(settings: Settings) -> tuple[str, Callable[[], None] | None]:
     """The configured database, or the embedded one with the function that stops it."""
@@ -117,13 +115,35 @@ def _reindex(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    """Wire the recall benchmark (memory/evaluation/) to the configured database and embedder."""
     import asyncio
 
-    from bench.recall import run_recall_bench
+    from api.database import create_engine, create_memory_engine
+    from api.embedders import build_embedder
+    from api.reindex import Progress
+    from llm.openai import new_session
+    from memory.evaluation.benchmark import Plan, run_recall_benchmark
 
     settings = Settings()
+    plan = Plan(dataset=args.dataset, mode=args.mode, out=args.out, keep=args.keep)
+
+    async def run(url: str) -> int:
+        engine, memory_db = create_engine(url, pool_size=2), create_memory_engine(url, pool_size=2)
+        http = new_session(connect_timeout=settings.provider_connect_timeout,
+                           read_timeout=settings.provider_read_timeout)
+        try:
+            embedder, provider = build_embedder(settings, http)
+            return await run_recall_benchmark(
+                plan, engine, memory_db, embedder, provider.model, settings.recall_config(),
+                lambda label, total: Progress(label, total, sys.stderr),
+            )
+        finally:
+            await http.close()
+            await memory_db.dispose()
+            await engine.dispose()
+
     with _migrated(settings) as url:
-        return asyncio.run(run_recall_bench(settings, url, args))
+        return asyncio.run(run(url))
 
 
 def _keys(args: argparse.Namespace) -> int:
@@ -177,59 +197,14 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    """A terminal client: streams a conversation through the API, reasoning dimmed."""
-    import httpx
+    """A terminal client of a running jin (api/terminal.py)."""
+    from api.terminal import base_url, chat
 
-    from llm.sse import SSEDecoder
-
-    base = args.url.rstrip("/")
-    key = args.key or Settings().api_key
-    auth = {"Authorization": f"Bearer {key}"} if key else {}
-    with httpx.Client(timeout=httpx.Timeout(10.0, read=None), headers=auth) as client:
-        chat_id = args.chat
-        if not chat_id:
-            created = client.post(
-                f"{base}/v1/chats",
-                json={"user_id": args.user, "title": "terminal", "system_prompt": args.system},
-            )
-            created.raise_for_status()
-            chat_id = created.json()["id"]
-        print(f"{DIM}chat {chat_id} - empty line or Ctrl-D to quit{RESET}")
-        while True:
-            try:
-                line = input(f"{BOLD}you>{RESET} ").strip()
-            except EOFError:
-                break
-            if not line:
-                break
-            _stream_step(client, base, chat_id, line, SSEDecoder())
-    return 0
-
-
-def _stream_step(client: Any, base: str, chat_id: str, content: str, decoder: Any) -> None:
-    event_name = ""
-    with client.stream(
-        "POST", f"{base}/v1/chats/{chat_id}/messages", json={"content": content},
-        headers={"Accept": "text/event-stream"},
-    ) as response:
-        if response.status_code >= 400:
-            print(f"error {response.status_code}: {response.read().decode()}", file=sys.stderr)
-            return
-        print(f"{BOLD}jin>{RESET} ", end="", flush=True)
-        for line in response.iter_lines():
-            if line.startswith("event:"):
-                event_name = line.partition(":")[2].strip()
-            data = decoder.feed(line)
-            if data is None:
-                continue
-            payload = json.loads(data)
-            if event_name == "thinking_chunk":
-                print(f"{DIM}{payload['chunk']}{RESET}", end="", flush=True)
-            elif event_name == "message_chunk":
-                print(payload["chunk"], end="", flush=True)
-            elif event_name == "message_error":
-                print(f"\n[error {payload['code']}: {payload['text']}]", end="")
-    print()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
+    settings = Settings()
+    base = (args.url or base_url(settings.host, settings.port)).rstrip("/")
+    return chat(base, key=args.key or settings.api_key, user=args.user, system=args.system,
+                chat_id=args.chat)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     audit.set_defaults(func=_audit)
 
     chat = sub.add_parser("chat", help="talk to a running jin from the terminal")
-    chat.add_argument("--url", default="http://127.0.0.1:8000")
+    chat.add_argument("--url", help="jin's address (default: from JIN_HOST and JIN_PORT)")
     chat.add_argument("--key", help="an API key (default: JIN_API_KEY)")
     chat.add_argument("--chat", help="continue this chat id")
     chat.add_argument("--user", default="terminal-user")

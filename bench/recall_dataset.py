@@ -1,4 +1,4 @@
-"""A synthetic, seeded dataset for `jin bench recall`, in the format of bench/recall_metrics.py.
+"""A synthetic, seeded dataset for `jin bench recall` (format: memory/evaluation/dataset.py).
 
     python -m bench.recall_dataset --out FILE.jsonl [--conversations 20] [--sessions 6]
         [--turns 30] [--seed 0]

@@ -1,6 +1,6 @@
 """What a deployment relies on, checked without a Docker engine: the compose file as Docker Compose
 reads it, the order services start in, the first-key check, nginx's streaming settings, and the
-README's list of settings."""
+documentation's list of settings (docs/configuration.md) and of metrics (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ from memory.recall import RecallConfig
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 NGINX = ROOT / "deploy" / "nginx.conf"
-README = ROOT / "README.md"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+OPERATIONS = ROOT / "docs" / "operations.md"
+DEPLOYING = ROOT / "docs" / "deploying.md"
 FIRST_KEY = "docker compose run --rm migrate jin keys create --tenant"
 
 
@@ -179,7 +181,7 @@ def test_commands_the_deployment_names_exist(capsys: pytest.CaptureFixture[str])
         assert exit_.value.code == 0
         shown = capsys.readouterr().out
         assert all(option in shown for option in options), (argv, shown)
-    assert FIRST_KEY in README.read_text()
+    assert FIRST_KEY in DEPLOYING.read_text()
 
 
 def test_jin_containers_get_only_real_settings(compose: dict[str, Any]) -> None:
@@ -233,8 +235,8 @@ def test_nginx_streams_without_buffering() -> None:
 
 
 def _configuration_rows() -> list[tuple[list[str], list[str]]]:
-    text = README.read_text()
-    section = text[text.index("## Configuration\n"):]
+    text = CONFIGURATION.read_text()
+    section = text[text.index("## Environment variables\n"):]
     section = section[:section.index("\n## ", 1)]
     rows = []
     for line in section.splitlines():
@@ -252,12 +254,12 @@ def _default(name: str) -> Any:
     return field.default
 
 
-def test_readme_lists_every_setting_with_its_default() -> None:
+def test_configuration_doc_lists_every_setting_with_its_default() -> None:
     rows = _configuration_rows()
     listed = {name for names, _ in rows for name in names}
     missing = [field for field, names in VARIABLES.items() if not names & listed]
-    assert missing == [], "settings missing from README's Configuration table"
-    assert listed - SETTINGS == set(), "README lists variables that are not settings"
+    assert missing == [], "settings missing from docs/configuration.md"
+    assert listed - SETTINGS == set(), "docs/configuration.md lists variables that are not settings"
     fields = {name: field for field, names in VARIABLES.items() for name in names}
     checked = 0
     for names, defaults in rows:
@@ -277,9 +279,9 @@ def test_readme_lists_every_setting_with_its_default() -> None:
     assert checked > 40
 
 
-def test_readme_names_every_metric() -> None:
-    text = README.read_text()
-    observability = text[text.index("## Observability\n"):]
+def test_operations_doc_names_every_metric() -> None:
+    text = OPERATIONS.read_text()
+    observability = text[text.index("## Metrics\n"):]
     for family in Metrics().registry.collect():
         name = f"{family.name}_total" if family.type == "counter" else family.name
         assert f"`{name}`" in observability, name

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.recall_dataset import LANGS, generate, write
-from bench.recall_metrics import Dataset, Turn, load_dataset
+from memory.evaluation.dataset import Dataset, Turn, load_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 INTROS = [topic["intro"] for phrases in LANGS.values() for topic in phrases.topics]

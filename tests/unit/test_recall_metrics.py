@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.recall_metrics import (
+from memory.evaluation.dataset import load_dataset
+from memory.evaluation.scores import (
     QuestionRun,
     aggregate,
     format_report,
-    load_dataset,
     load_run,
     ndcg_at,
     percentile,

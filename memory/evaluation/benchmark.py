@@ -4,51 +4,65 @@ Every conversation is ingested as one user, each session as one chat of that use
 chat store's import (the rows and their recall queue entries in one statement) and the indexer
 that serving workers run. Each question is then asked through the recall path a step uses
 (PostgresRecall: embed the query, the hybrid statement, ranking), as of the question's
-`asked_at`. Data goes under a tenant of its own, removed at the end unless --keep.
+`asked_at`. Data goes under a tenant of its own, removed at the end unless `keep`.
+
+The caller builds the engines and the embedder (api/cli.py); this module measures.
 
     jin bench recall --dataset data.jsonl --mode all --out run.jsonl
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 import uuid
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_engine, create_memory_engine
-from api.embedders import build_embedder
-from api.reindex import Progress
-from api.settings import Settings
-from bench.recall_metrics import (
-    Dataset,
-    QuestionRun,
-    aggregate,
-    format_report,
-    load_dataset,
-    write_run,
-)
 from chat.ports import ImportedMessage, NewChat
 from chat.store import PostgresChatStore
 from chat.types import ModelSettings
-from llm.openai import new_session
+from llm.ports import Embedder
 from llm.tokens import TiktokenCounter
+from memory.evaluation.dataset import Dataset, load_dataset
+from memory.evaluation.scores import QuestionRun, aggregate, format_report, write_run
 from memory.indexer import Indexer
 from memory.recall import RecallConfig
 from memory.search import PostgresRecall
 
+MODES = ("hybrid", "dense", "keyword")
+
+
+class Progress(Protocol):
+    """How far a long phase has come, shown to the person running the benchmark."""
+
+    def advance(self, n: int) -> None:
+        """n more items done."""
+
+    def close(self) -> None:
+        """The phase is over."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to measure: the dataset file, the recall modes, where run files go."""
+
+    dataset: str
+    mode: str = "hybrid"  # one of MODES, or "all"
+    out: str | None = None  # a run file per mode when several
+    keep: bool = False  # leave the ingested tenant in the database
+
 
 async def _ingest(
-    chats: PostgresChatStore, dataset: Dataset, tenant: str, counter: TiktokenCounter
+    chats: PostgresChatStore, dataset: Dataset, tenant: str, counter: TiktokenCounter,
+    progress: Progress,
 ) -> dict[uuid.UUID, str]:
     """Every session as a chat of its conversation's user; returns message id -> turn id."""
     turn_of: dict[uuid.UUID, str] = {}
-    sessions = sum(len(c.sessions) for c in dataset.conversations.values())
-    progress = Progress("ingest sessions", sessions, sys.stderr)
     for conversation in dataset.conversations.values():
         for session in conversation.sessions:
             chat = await chats.create_chat(NewChat(
@@ -66,9 +80,8 @@ async def _ingest(
     return turn_of
 
 
-async def _index(indexer: Indexer, total: int) -> float:
+async def _index(indexer: Indexer, progress: Progress) -> float:
     started = time.perf_counter()
-    progress = Progress("index messages", total, sys.stderr)
     while n := await indexer.drain_once():
         progress.advance(n)
     progress.close()
@@ -96,36 +109,36 @@ def _out_path(out: str, mode: str, several: bool) -> Path:
     return path.with_name(f"{path.stem}.{mode}{path.suffix}") if several else path
 
 
-async def run_recall_bench(settings: Settings, url: str, args: argparse.Namespace) -> int:
-    dataset = load_dataset(args.dataset)
+async def run_recall_benchmark(
+    plan: Plan, engine: AsyncEngine, memory_db: AsyncEngine, embedder: Embedder,
+    embedder_name: str, config: RecallConfig, progress: Callable[[str, int], Progress],
+) -> int:
+    """Ingest, index, ask; print a report per mode. Returns the exit status (0)."""
+    dataset = load_dataset(plan.dataset)
     tenant = f"bench-{uuid.uuid4().hex[:8]}"
-    engine, memory_db = create_engine(url, pool_size=2), create_memory_engine(url, pool_size=2)
-    http = new_session(connect_timeout=settings.provider_connect_timeout,
-                       read_timeout=settings.provider_read_timeout)
     try:
-        embedder, provider = build_embedder(settings, http)
         counter = TiktokenCounter()
-        turn_of = await _ingest(PostgresChatStore(engine), dataset, tenant, counter)
-        index_s = await _index(Indexer(memory_db, embedder, provider.model), len(turn_of))
-        print(f"dataset {args.dataset}: {len(dataset.conversations)} conversations, "
+        sessions = sum(len(c.sessions) for c in dataset.conversations.values())
+        turn_of = await _ingest(PostgresChatStore(engine), dataset, tenant, counter,
+                                progress("ingest sessions", sessions))
+        index_s = await _index(Indexer(memory_db, embedder, embedder_name),
+                               progress("index messages", len(turn_of)))
+        print(f"dataset {plan.dataset}: {len(dataset.conversations)} conversations, "
               f"{len(turn_of)} turns, {len(dataset.questions)} questions; embedder "
-              f"{provider.model}; indexed in {index_s:.1f} s "
+              f"{embedder_name}; indexed in {index_s:.1f} s "
               f"({len(turn_of) / max(index_s, 1e-9):.0f} messages/s)")
-        base = settings.recall_config()
         # The whole ranked list, up to 20, is scored: no token cut for a benchmark.
-        base = replace(base, max_items=20, budget_tokens=10**9, candidates=max(base.candidates, 40))
+        base = replace(config, max_items=20, budget_tokens=10**9,
+                       candidates=max(config.candidates, 40))
         recall = PostgresRecall(memory_db, embedder, counter.count, base)
-        modes = ["keyword", "dense", "hybrid"] if args.mode == "all" else [args.mode]
+        modes = list(MODES[::-1]) if plan.mode == "all" else [plan.mode]
         for mode in modes:
             rows, wall = await _ask(recall, dataset, tenant, turn_of, replace(base, mode=mode))
             print(format_report(aggregate(rows, wall), title=f"recall, {mode}"))
-            if args.out:
-                write_run(_out_path(args.out, mode, len(modes) > 1), rows)
+            if plan.out:
+                write_run(_out_path(plan.out, mode, len(modes) > 1), rows)
         return 0
     finally:
-        if not args.keep:
+        if not plan.keep:
             async with engine.begin() as conn:  # messages and their vectors go with the chats
                 await conn.execute(text("DELETE FROM chats WHERE tenant_id = :t"), {"t": tenant})
-        await http.close()
-        await memory_db.dispose()
-        await engine.dispose()

@@ -1,18 +1,7 @@
-"""Scoring for the recall benchmark: the dataset format, per-question metrics, the summary.
+"""Scoring for the recall benchmark: per-question metrics, the summary, the run files.
 
-A dataset is JSON Lines, one object a line:
-
-    {"type": "turn", "conversation_id", "turn_id", "session_id", "role", "content",
-     "created_at"}
-    {"type": "question", "question_id", "conversation_id", "question", "asked_at",
-     "evidence": [turn ids], "category": optional, "lang": optional}
-
-A conversation is one user, a session one chat of that user. Timestamps are ISO-8601 with a
-timezone. Turn ids are unique within their conversation (converted datasets such as LoCoMo reuse
-ids like "D1:3" across conversations). Fields not named here are ignored. A run file holds
-{"question_id", "results": [turn ids, best first]} a line.
-
-Metrics and aggregation are pure functions; load_dataset, write_run and load_run do the I/O.
+A run file holds {"question_id", "results": [turn ids, best first]} a line. Metrics and
+aggregation are pure functions; write_run and load_run do the I/O.
 """
 
 from __future__ import annotations
@@ -21,54 +10,10 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-Role = Literal["user", "assistant"]
-
-
-@dataclass(frozen=True)
-class Turn:
-    conversation_id: str
-    session_id: str
-    turn_id: str
-    role: Role
-    content: str
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class Session:
-    session_id: str
-    turns: tuple[Turn, ...]
-
-
-@dataclass(frozen=True)
-class Conversation:
-    conversation_id: str
-    sessions: tuple[Session, ...]
-
-    def turns(self) -> list[Turn]:
-        return [turn for session in self.sessions for turn in session.turns]
-
-
-@dataclass(frozen=True)
-class Question:
-    question_id: str
-    conversation_id: str
-    question: str
-    asked_at: datetime
-    evidence: tuple[str, ...]
-    category: str | None = None
-    lang: str | None = None
-
-
-@dataclass(frozen=True)
-class Dataset:
-    conversations: dict[str, Conversation]  # in the order of their first line
-    questions: tuple[Question, ...]
-
+from memory.evaluation.dataset import Question, json_record
 
 # --- metrics -----------------------------------------------------------------------------
 
@@ -223,121 +168,7 @@ def format_report(summary: Summary, title: str = "recall") -> str:
     return "\n".join(lines) + "\n"
 
 
-# --- files -------------------------------------------------------------------------------
-
-_TURN_FIELDS = ("conversation_id", "turn_id", "session_id", "role", "content", "created_at")
-_QUESTION_FIELDS = ("question_id", "conversation_id", "question", "asked_at", "evidence")
-
-
-def _record(line: str, n: int) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"line {n}: not valid JSON ({exc.msg})") from exc
-    if not isinstance(record, dict):
-        raise ValueError(f"line {n}: expected a JSON object, got {type(record).__name__}")
-    return record
-
-
-def _fields(record: dict[str, Any], names: tuple[str, ...], n: int) -> None:
-    missing = [name for name in names if name not in record]
-    if missing:
-        raise ValueError(f"line {n}: {record['type']} is missing {', '.join(missing)}")
-    for name in names:
-        if name != "evidence" and not isinstance(record[name], str):
-            raise ValueError(f"line {n}: {name} must be a string")
-    for name in ("category", "lang"):
-        if record.get(name) is not None and not isinstance(record[name], str):
-            raise ValueError(f"line {n}: {name} must be a string or null")
-
-
-def _timestamp(value: str, name: str, n: int) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise ValueError(f"line {n}: {name} is not an ISO-8601 timestamp: {value!r}") from exc
-    if parsed.tzinfo is None:
-        raise ValueError(f"line {n}: {name} has no timezone: {value!r}")
-    return parsed
-
-
-def _turn(record: dict[str, Any], n: int) -> Turn:
-    _fields(record, _TURN_FIELDS, n)
-    if record["role"] not in ("user", "assistant"):
-        raise ValueError(f"line {n}: role must be 'user' or 'assistant', got {record['role']!r}")
-    return Turn(
-        conversation_id=record["conversation_id"], session_id=record["session_id"],
-        turn_id=record["turn_id"], role=record["role"], content=record["content"],
-        created_at=_timestamp(record["created_at"], "created_at", n),
-    )
-
-
-def _question(record: dict[str, Any], n: int) -> Question:
-    _fields(record, _QUESTION_FIELDS, n)
-    evidence = record["evidence"]
-    if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
-        raise ValueError(f"line {n}: evidence must be a list of turn ids (strings)")
-    return Question(
-        question_id=record["question_id"], conversation_id=record["conversation_id"],
-        question=record["question"], asked_at=_timestamp(record["asked_at"], "asked_at", n),
-        evidence=tuple(evidence), category=record.get("category"), lang=record.get("lang"),
-    )
-
-
-def _assemble(turns: list[tuple[int, Turn]], questions: list[tuple[int, Question]]) -> Dataset:
-    sessions: dict[str, dict[str, list[Turn]]] = {}
-    ids: dict[str, set[str]] = {}
-    for n, turn in turns:
-        known = ids.setdefault(turn.conversation_id, set())
-        if turn.turn_id in known:
-            raise ValueError(f"line {n}: turn {turn.turn_id!r} appears twice in conversation "
-                             f"{turn.conversation_id!r}")
-        known.add(turn.turn_id)
-        by_session = sessions.setdefault(turn.conversation_id, {})
-        by_session.setdefault(turn.session_id, []).append(turn)
-    seen: set[str] = set()
-    for n, question in questions:
-        if question.question_id in seen:
-            raise ValueError(f"line {n}: question {question.question_id!r} appears twice")
-        seen.add(question.question_id)
-        if question.conversation_id not in ids:
-            raise ValueError(f"line {n}: conversation {question.conversation_id!r} has no turns")
-        unknown = [e for e in question.evidence if e not in ids[question.conversation_id]]
-        if unknown:
-            raise ValueError(f"line {n}: evidence {', '.join(map(repr, unknown))} is not a turn "
-                             f"of conversation {question.conversation_id!r}")
-    conversations = {
-        cid: Conversation(cid, tuple(Session(sid, tuple(ts)) for sid, ts in by_session.items()))
-        for cid, by_session in sessions.items()
-    }
-    return Dataset(conversations=conversations, questions=tuple(q for _, q in questions))
-
-
-def parse_dataset(lines: Iterable[str]) -> Dataset:
-    """Turns grouped by conversation and session in file order, and the questions.
-
-    Raises ValueError naming the line for bad JSON, an unknown type, a missing or mistyped
-    field, a timestamp without timezone, a repeated id, or evidence outside its conversation.
-    """
-    turns: list[tuple[int, Turn]] = []
-    questions: list[tuple[int, Question]] = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        record = _record(line, n)
-        kind = record.get("type")
-        if kind == "turn":
-            turns.append((n, _turn(record, n)))
-        elif kind == "question":
-            questions.append((n, _question(record, n)))
-        else:
-            raise ValueError(f"line {n}: unknown type {kind!r} (expected 'turn' or 'question')")
-    return _assemble(turns, questions)
-
-
-def load_dataset(path: str | Path) -> Dataset:
-    with open(path, encoding="utf-8") as f:
-        return parse_dataset(f)
+# --- run files ---------------------------------------------------------------------------
 
 
 def write_run(path: str | Path, rows: Iterable[QuestionRun]) -> None:
@@ -355,7 +186,7 @@ def load_run(path: str | Path) -> dict[str, tuple[str, ...]]:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue
-            record = _record(line, n)
+            record = json_record(line, n)
             results = record.get("results")
             if not isinstance(record.get("question_id"), str) or not isinstance(results, list):
                 raise ValueError(f"line {n}: expected question_id (string) and results (list)")
