@@ -13,11 +13,11 @@ async def _runtime(request: Request) -> Runtime:
     return request.app.state.runtime
 
 
-async def _tenant(request: Request) -> str:
+async def tenant_of(request: Request) -> str:
     """The tenant of the caller's key (api/edge.py put it there); every store call is scoped
     by it."""
     return request.state.tenant
 
 
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]
-TenantDep = Annotated[str, Depends(_tenant)]
+TenantDep = Annotated[str, Depends(tenant_of)]

@@ -14,7 +14,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from api import problems
 from api.deps import RuntimeDep, TenantDep
 from api.problems import Problem
-from api.runtime import Runtime
 from api.schemas import AbortOut, HistoryPage, PostMessage, StepOut, message_json
 from api.sse import StepResult, frame, replay_events
 from chat.types import MAX_POSITION
@@ -68,13 +67,6 @@ async def post_message(
     tenant: TenantDep,
 ) -> StreamingResponse | StepJSON:
     """Run a step. Lease, idempotency and size are settled before any byte is streamed."""
-    return await step_response(request, runtime, tenant, chat_id, body)
-
-
-async def step_response(
-    request: Request, runtime: Runtime, tenant: str, chat_id: uuid.UUID, body: PostMessage
-) -> StreamingResponse | StepJSON:
-    """The answer to a posted message, for this route and for api/shortcut.py alike."""
     received_at = getattr(request.state, "received_at", None)
     started = await start_step(
         runtime.deps,
