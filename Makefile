@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	$(BIN)/python -m pip install --quiet --no-deps $(NODEPS)
+	# The embedded Postgres's pgvector needs AVX-512 as shipped: elsewhere, Debian's build.
+	$(BIN)/python deploy/pgvector_portable.py
 	touch $(STAMP)
 
 run: $(STAMP)
