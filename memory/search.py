@@ -214,6 +214,16 @@ class PostgresRecall:
         self.config = config
         self._small: set[tuple[str, str]] = set()  # see for_small_users
 
+    @property
+    def mode(self) -> str:
+        return self.config.mode
+
+    async def search(
+        self, tenant_id: str, user_id: str, query: str, *, mode: str, limit: int
+    ) -> RecallResult:
+        config = replace(self.config, mode=mode, max_items=limit, budget_tokens=1_000_000)
+        return await self.recall(tenant_id, user_id, query, config=config)
+
     async def query_vector(self, query: str) -> Embedding | None:
         return None if self.config.mode == "keyword" else await self._embed(query)
 
