@@ -10,13 +10,15 @@ from api.runtime import Runtime
 
 
 async def _runtime(request: Request) -> Runtime:
-    return request.app.state.runtime
+    runtime: Runtime = request.app.state.runtime
+    return runtime
 
 
 async def tenant_of(request: Request) -> str:
     """The tenant of the caller's key (api/edge.py put it there); every store call is scoped
     by it."""
-    return request.state.tenant
+    tenant: str = request.state.tenant
+    return tenant
 
 
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]

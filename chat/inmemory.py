@@ -299,7 +299,8 @@ class InMemoryStepStore:
             token_count=finished.token_count, usage=finished.usage,
             meta={**row.meta, **(finished.meta or {})},
             tokens_after=row.tokens_after + finished.token_count + MESSAGE_OVERHEAD))
-        step_status: StepStatus = status
+        step_status: StepStatus = "failed" if status == "failed" else (
+            "interrupted" if status == "interrupted" else "complete")
         self.state.steps[step.step_id] = replace(
             record, status=step_status, error_code=finished.error_code,
             timings=finished.timings, finished_at=_now())

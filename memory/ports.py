@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from llm.ports import Embedding
-from memory.recall import RecallConfig, RecallResult
+from memory.recall import Mode, RecallConfig, RecallResult
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class Recaller(Protocol):
         ...
 
     async def search(
-        self, tenant_id: str, user_id: str, query: str, *, mode: str, limit: int
+        self, tenant_id: str, user_id: str, query: str, *, mode: Mode, limit: int
     ) -> RecallResult:
         """What recall finds for a person looking, not for a prompt: up to `limit` items
         ranked as a step ranks them, each with its score components, with no token budget."""

@@ -19,6 +19,7 @@ from chat.ports import (
     BegunStep,
     ChatStore,
     FinishedStep,
+    Opened,
     OpenStep,
     StepOutcome,
     StepStore,
@@ -170,6 +171,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
     if isinstance(result, StepOutcome):
         _drop(vector)
         return Replayed(result)
+    assert isinstance(result, Opened)  # (follow_policy returned past the lease)
     plan = assemble(result.window, request.content, budget_for(result.chat, cfg), deps.counter)
     return Started(result.chat, result.begun, result.window, plan, received_at,
                    time.perf_counter(), query_vector=vector)
