@@ -30,8 +30,10 @@ test-bad-input: $(STAMP)
 	TEST_BAD_INPUT_EXAMPLES=$${TEST_BAD_INPUT_EXAMPLES:-200} TEST_BAD_INPUT_SEED=$${TEST_BAD_INPUT_SEED:-random} \
 		$(BIN)/python -m pytest -m bad_input $(PYTEST_ARGS)
 
+# ruff with pyproject.toml's rules; mypy in strict mode on the packages (pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/step_overhead.py

@@ -28,7 +28,6 @@ from api.metrics import Metrics
 from api.routes import chats, health, memories, messages, metrics
 from api.runtime import Runtime
 from api.settings import Settings
-from api.shortcut import Shortcut
 from chat.abort_channel import AbortListener
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
@@ -352,9 +351,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     docs.install(app)
     app.state.settings = settings
     app.state.metrics = meter
-    # Outermost last: timing, then the edge (ids, key, limits), then the body limit, then the
-    # posted message's way past FastAPI's request machinery.
-    app.add_middleware(Shortcut, fastapi=app)
+    # Outermost last: timing, then the edge (ids, key, limits), then the body limit.
     app.add_middleware(_BodyLimit, limit=settings.max_request_bytes)
     app.add_middleware(
         Edge, metrics=meter, max_steps=settings.max_concurrent_steps,

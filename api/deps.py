@@ -10,14 +10,16 @@ from api.runtime import Runtime
 
 
 async def _runtime(request: Request) -> Runtime:
-    return request.app.state.runtime
+    runtime: Runtime = request.app.state.runtime
+    return runtime
 
 
-async def _tenant(request: Request) -> str:
+async def tenant_of(request: Request) -> str:
     """The tenant of the caller's key (api/edge.py put it there); every store call is scoped
     by it."""
-    return request.state.tenant
+    tenant: str = request.state.tenant
+    return tenant
 
 
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]
-TenantDep = Annotated[str, Depends(_tenant)]
+TenantDep = Annotated[str, Depends(tenant_of)]

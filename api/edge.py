@@ -133,7 +133,7 @@ def _local(scope: Scope, headers: dict[bytes, bytes]) -> bool:
     behind it look local)."""
     client, server = scope.get("client"), scope.get("server")
     forwarded = any(h in headers for h in (b"forwarded", b"x-forwarded-for", b"x-real-ip"))
-    return (not forwarded and bool(client) and is_loopback(client[0])
+    return (not forwarded and client is not None and is_loopback(client[0])
             and (not server or is_loopback(server[0])))
 
 

@@ -81,7 +81,7 @@ class Metrics:
     def exposition(self) -> tuple[bytes, str]:
         if self.multiprocess_dir is not None:
             combined = CollectorRegistry()
-            multiprocess.MultiProcessCollector(combined)
+            multiprocess.MultiProcessCollector(combined)  # type: ignore[no-untyped-call]
             return generate_latest(combined), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
@@ -91,5 +91,6 @@ def _forget_dead_workers(directory: Path) -> None:
     for path in directory.glob("gauge_live*_*.db"):
         pid = path.stem.rpartition("_")[2]
         if pid.isdigit() and not pid_alive(int(pid)):
-            multiprocess.mark_process_dead(int(pid), str(directory))
+            multiprocess.mark_process_dead(  # type: ignore[no-untyped-call]
+                int(pid), str(directory))
 

@@ -164,7 +164,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _CODES.get(exc.status_code, "http_error")
-        headers = exc.headers
+        headers = dict(exc.headers) if exc.headers else None
         if exc.status_code == 405:
             headers = {**(headers or {}), "Allow": _allowed(request)}
         return problem_response(exc.status_code, code, str(exc.detail), headers=headers)

@@ -19,8 +19,9 @@ from api import logs
 from api.metrics import Metrics
 from llm.http import HTTPClient
 from llm.types import ProviderConfig
+from orchestrator.answer import AbortSignal
 from orchestrator.events import MessageError, StepEvent
-from orchestrator.step import AbortSignal, StepDeps
+from orchestrator.step import StepDeps
 
 log = logging.getLogger("jin.runtime")
 

@@ -98,10 +98,11 @@ class UpdateChat(BaseModel):
 
     model_config = ConfigDict(**STRICT, json_schema_extra=_no_null_defaults)
 
-    title: Text = Field(default=None, max_length=500)
-    system_prompt: Text = Field(default=None, max_length=200_000)
-    settings: ModelSettingsIn = Field(default=None)
-    busy_policy: BusyPolicyIn = Field(default=None)
+    # (The types say what may be sent; None, the unsent default, is outside them on purpose.)
+    title: Text = Field(default=None, max_length=500)  # type: ignore[assignment]
+    system_prompt: Text = Field(default=None, max_length=200_000)  # type: ignore[assignment]
+    settings: ModelSettingsIn = Field(default=None)  # type: ignore[assignment]
+    busy_policy: BusyPolicyIn = Field(default=None)  # type: ignore[arg-type]
 
 
 class PostMessage(BaseModel):

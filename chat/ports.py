@@ -94,6 +94,22 @@ class StepOutcome:
 OpenResult = Opened | StepOutcome | LeaseBusy | LeaseMissing
 
 
+@dataclass(frozen=True)
+class FinishedStep:
+    """How a step ended, as it is saved: the answer's text, its status, and what it cost."""
+
+    status: str  # complete, interrupted or failed
+    content: str
+    reasoning: str
+    token_count: int
+    usage: dict[str, Any] | None
+    error_code: str | None
+    timings: dict[str, float]
+    meta: dict[str, Any] | None = None  # merged into the answer's meta (memory actions)
+    # An embedder's name and the user message's vector, for the indexer to keep.
+    user_vector: tuple[str, np.ndarray] | None = None
+
+
 class ChatStore(Protocol):
     """Chats and their history. Every call is scoped to a tenant."""
 
@@ -182,17 +198,10 @@ class StepStore(Protocol):
         Extends the lease when ttl is given; saves partial (content, reasoning, tokens)."""
         ...
 
-    async def finish(
-        self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
-        token_count: int, usage: dict[str, Any] | None, error_code: str | None,
-        timings: dict[str, float], meta: dict[str, Any] | None = None,
-        user_vector: tuple[str, np.ndarray] | None = None,
-    ) -> bool:
-        """Write the answer (merging `meta` into its meta, e.g. the memory actions), the step's
-        outcome and the lease's release, together; queue the answer for recall indexing, and
-        leave `user_vector` (an embedder's name and the user message's vector) with the queued
-        user message. False (and nothing written) when the step was already declared dead by
-        another worker."""
+    async def finish(self, chat_id: uuid.UUID, step: BegunStep, finished: FinishedStep) -> bool:
+        """Write the answer, the step's outcome and the lease's release, together; queue the
+        answer for recall indexing (with the user message's vector, when given). False (and
+        nothing written) when the step was already declared dead by another worker."""
         ...
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:

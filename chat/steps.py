@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from chat.opening import TURN_CTES, open_at_once
 from chat.ports import (
     BegunStep,
+    FinishedStep,
     LeaseBusy,
     LeaseMissing,
     Opened,
@@ -273,13 +274,9 @@ class PostgresStepStore:
             statement = _RENEW if ttl is not None else _POLL
             return bool((await fetch(conn, statement, params))[0][0])
 
-    async def finish(
-        self, chat_id: uuid.UUID, step: BegunStep, *, status: str, content: str, reasoning: str,
-        token_count: int, usage: dict[str, Any] | None, error_code: str | None,
-        timings: dict[str, float], meta: dict[str, Any] | None = None,
-        user_vector: tuple[str, np.ndarray] | None = None,
-    ) -> bool:
-        embedder, vector = user_vector or (None, None)
+    async def finish(self, chat_id: uuid.UUID, step: BegunStep, finished: FinishedStep) -> bool:
+        f = finished
+        embedder, vector = f.user_vector or (None, None)
         queued = None if vector is None else Vector(np.asarray(vector, dtype=np.float32))
         async with checkout(self._db) as conn:
             written = await fetch(
@@ -289,16 +286,17 @@ class PostgresStepStore:
                     "chat": chat_id,
                     "step": step.step_id,
                     "assistant_id": step.assistant_message_id,
-                    "content": content,
-                    "reasoning": reasoning,
-                    "status": status,
-                    "step_status": status,
-                    "tokens": token_count,
-                    "cost": token_count + MESSAGE_OVERHEAD if content and status != "failed" else 0,
-                    "usage": json_text(usage) if usage is not None else None,
-                    "meta": json_text(meta or {}),
-                    "error": error_code,
-                    "timings": json_text(timings),
+                    "content": f.content,
+                    "reasoning": f.reasoning,
+                    "status": f.status,
+                    "step_status": f.status,
+                    "tokens": f.token_count,
+                    "cost": (f.token_count + MESSAGE_OVERHEAD
+                             if f.content and f.status != "failed" else 0),
+                    "usage": json_text(f.usage) if f.usage is not None else None,
+                    "meta": json_text(f.meta or {}),
+                    "error": f.error_code,
+                    "timings": json_text(f.timings),
                     "user_id": step.user_message.id,
                     "user_vector": queued,
                     "embedder": embedder,

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from llm.ports import Embedding
-from memory.recall import RecallConfig, RecallResult
+from memory.recall import Mode, RecallConfig, RecallResult
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,33 @@ class FactStore(Protocol):
         """End the validity of the user's fact with this id or this text; returns them."""
         ...
 
+    async def list(
+        self, tenant_id: str, user_id: str, *, limit: int = 50, history: bool = False,
+        before: tuple[datetime, uuid.UUID] | None = None,
+    ) -> list[Fact]:
+        """The user's facts, newest first (`history` adds forgotten and superseded ones);
+        `before` is the (updated_at, id) of the last fact of the page before."""
+        ...
+
+    async def get(self, tenant_id: str, user_id: str, fact_id: uuid.UUID) -> Fact | None:
+        """One fact of the user, current or not; None when there is none with this id."""
+        ...
+
 
 class Recaller(Protocol):
     """Recall over the user's past chats and durable facts."""
+
+    @property
+    def mode(self) -> str:
+        """How a step recalls: `hybrid`, `dense` or `keyword`."""
+        ...
+
+    async def search(
+        self, tenant_id: str, user_id: str, query: str, *, mode: Mode, limit: int
+    ) -> RecallResult:
+        """What recall finds for a person looking, not for a prompt: up to `limit` items
+        ranked as a step ranks them, each with its score components, with no token budget."""
+        ...
 
     async def query_vector(self, query: str) -> Embedding | None:
         """The vector recall would search with for `query` (None when it searches by words
@@ -101,6 +125,14 @@ class IndexQueue(Protocol):
 
     def wake(self) -> None:
         """Messages were just enqueued."""
+        ...
+
+    async def pending(self) -> int:
+        """Messages waiting to be indexed; parked ones are not counted."""
+        ...
+
+    async def parked(self) -> int:
+        """Messages the embedder rejected again and again: not retried until a reindex."""
         ...
 
     async def index_chat(self, chat_id: uuid.UUID, *, through: int) -> bool:

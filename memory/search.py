@@ -25,7 +25,7 @@ from chat.types import built
 from llm.ports import Embedder, Embedding
 from memory.indexer import MAX_CHARS
 from memory.owners import ANN_FROM, nearest
-from memory.recall import Candidate, RecallConfig, RecallResult, keyword_query, rank
+from memory.recall import Candidate, Mode, RecallConfig, RecallResult, keyword_query, rank
 
 _OWNER = "tenant_id = :t AND user_id = :u"
 # What the window shows is never recalled: a few rows by id (the first exchange, the new
@@ -213,6 +213,16 @@ class PostgresRecall:
         self._count = count_tokens
         self.config = config
         self._small: set[tuple[str, str]] = set()  # see for_small_users
+
+    @property
+    def mode(self) -> str:
+        return self.config.mode
+
+    async def search(
+        self, tenant_id: str, user_id: str, query: str, *, mode: Mode, limit: int
+    ) -> RecallResult:
+        config = replace(self.config, mode=mode, max_items=limit, budget_tokens=1_000_000)
+        return await self.recall(tenant_id, user_id, query, config=config)
 
     async def query_vector(self, query: str) -> Embedding | None:
         return None if self.config.mode == "keyword" else await self._embed(query)

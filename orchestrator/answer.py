@@ -55,14 +55,13 @@ class AbortSignal:
 
 @dataclass
 class Answer:
-    """What the brain said in a step, as it streams; persisted at the end."""
+    """What the brain said in a step, as it streams; persisted at the end with the step's
+    outcome (orchestrator/outcome.py)."""
 
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     finished: bool = False  # the model sent its finish
-    status: str = "complete"
-    error: tuple[str, str] | None = None  # (code, text)
     actions: list[RuntimeAction] = field(default_factory=list)
     # perf_counter() stamps for time to first token: the model's first delta of text or
     # reasoning, and the first chunk handed on towards the client.

@@ -103,7 +103,8 @@ def decide(
 
 def policy_for(policy: CompactionPolicy, overrides: dict[str, float | None]) -> CompactionPolicy:
     """The deployment's policy with a chat's own trigger and target, where it sets them."""
-    return replace(policy, **{k: v for k, v in overrides.items() if v is not None})
+    changes: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+    return replace(policy, **changes)
 
 
 def may_call_helper(state: CompactionState, now: float) -> bool:

@@ -18,6 +18,8 @@ from chat.outage import is_outage
 from chat.ports import (
     BegunStep,
     ChatStore,
+    FinishedStep,
+    Opened,
     OpenStep,
     StepOutcome,
     StepStore,
@@ -44,6 +46,14 @@ from orchestrator.events import (
 )
 from orchestrator.fence import recall_into
 from orchestrator.lease import follow_policy
+from orchestrator.outcome import (
+    Complete,
+    Failed,
+    Interrupted,
+    Outcome,
+    error_of,
+    stream_outcome,
+)
 
 log = logging.getLogger("jin.step")
 
@@ -161,6 +171,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
     if isinstance(result, StepOutcome):
         _drop(vector)
         return Replayed(result)
+    assert isinstance(result, Opened)  # (follow_policy returned past the lease)
     plan = assemble(result.window, request.content, budget_for(result.chat, cfg), deps.counter)
     return Started(result.chat, result.begun, result.window, plan, received_at,
                    time.perf_counter(), query_vector=vector)
@@ -250,49 +261,31 @@ async def run_step(
     answer = Answer()
     monitor = asyncio.create_task(_monitor(deps, started, abort, answer))
     model_started = time.perf_counter()
+    error: BaseException | None = None
     try:
         rounds = Rounds(deps.config.memory_tools, deps.config.max_tool_rounds)
         async for event in stream_answer(
             deps.brain, deps.facts, rounds, started.chat, started.plan, begun, abort, answer
         ):
             yield event
-        if abort.event.is_set() and not answer.finished:
-            answer.status = "interrupted"
-            log.info("step %s interrupted: %s", begun.step_id, abort.reason)
-    except LLMError as exc:
-        answer.status, answer.error = "failed", (exc.code, str(exc))
-        log.warning("provider failed: %s", exc.brief)
-        log.debug("provider failed: %s", exc)
-    except asyncio.CancelledError:
-        answer.status = "interrupted"
-        raise
-    except Exception as exc:  # a bug must not pass for an answer: fail the step, keep the text
-        log.exception("step failed unexpectedly")
-        answer.status, answer.error = "failed", ("internal_error", type(exc).__name__)
-    finally:
-        model_ended = time.perf_counter()
-        monitor.cancel()
-        await asyncio.gather(monitor, return_exceptions=True)
-        timings = _timings(started, model_started, model_ended, answer, helper_ms)
-        try:
-            saved = await _persist(deps, started, answer, timings)
-        except Exception as exc:  # the stream still ends cleanly, and says why
-            log.exception("step %s: the answer could not be saved", begun.step_id)
-            why = "the database could not be reached" if is_outage(exc) else "saving it failed"
-            answer.status = "interrupted"
-            answer.error = ("answer_not_saved", f"{why}; the answer was not saved (its last "
-                            "flushed part is kept)")
-        else:
-            if not saved:
-                answer.status = "interrupted"
-                answer.error = ("lease_lost",
-                                "another worker took this chat over; answer not saved")
-        if deps.indexer is not None:
-            deps.indexer.wake()
-    if answer.error is not None:
-        yield MessageError(message_id, *answer.error)
-    yield MessageEnd(message_id, answer.status, answer.usage)
-    if deps.compactor is not None and answer.status == "complete" and not compacted:
+    except BaseException as exc:  # the streaming boundary: how it ended becomes the outcome
+        error = exc
+    model_ended = time.perf_counter()
+    monitor.cancel()
+    await asyncio.gather(monitor, return_exceptions=True)
+    outcome = stream_outcome(error, abort.reason if abort.event.is_set() else None,
+                             answer.finished)
+    _log_outcome(begun.step_id, outcome, error)
+    timings = _timings(started, model_started, model_ended, answer, helper_ms)
+    outcome = await _persist(deps, started, answer, outcome, timings)
+    if deps.indexer is not None:
+        deps.indexer.wake()
+    if error is not None and not isinstance(error, Exception):
+        raise error  # a cancelled task or a closed stream: persisted as interrupted
+    if (told := error_of(outcome)) is not None:
+        yield MessageError(message_id, *told)
+    yield MessageEnd(message_id, outcome.type, answer.usage)
+    if deps.compactor is not None and isinstance(outcome, Complete) and not compacted:
         # (One pass a step: a chat that just compacted before the brain waits for the next.)
         # After the answer, for the next step: never delays message_end.
         content, _ = answer.partial()
@@ -307,7 +300,7 @@ async def run_step(
             if done is not None:
                 yield done
                 helper_ms += done.helper_ms
-    yield StepEnd(begun.step_id, answer.status,
+    yield StepEnd(begun.step_id, outcome.type,
                   _timings(started, model_started, model_ended, answer, helper_ms))
 
 
@@ -389,44 +382,61 @@ def _timings(
     return timings
 
 
+def _log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | None) -> None:
+    if isinstance(error, LLMError):
+        log.warning("provider failed: %s", error.brief)
+        log.debug("provider failed: %s", error)
+    elif isinstance(outcome, Failed):
+        log.error("step failed unexpectedly", exc_info=error)
+    elif isinstance(outcome, Interrupted):
+        log.info("step %s interrupted: %s", step_id, outcome.reason)
+
+
 async def _persist(
-    deps: StepDeps, started: Started, answer: Answer, timings: dict[str, float]
-) -> bool:
-    """Write the outcome; shielded so a cancelled request still leaves a consistent chat.
+    deps: StepDeps, started: Started, answer: Answer, outcome: Outcome,
+    timings: dict[str, float],
+) -> Outcome:
+    """Write the answer with its outcome: the one place a step's end is saved. Shielded, so a
+    cancelled request still leaves a consistent chat. Returns the outcome the client is told:
+    an answer that could not be saved is interrupted, and says why.
 
     A write that failed because the database was away is tried again for as long as the lease
-    would hold the chat, then raised; any other failure is raised at once. Trying again is safe:
-    the write is guarded, and a step that another worker declared dead meanwhile writes nothing
-    (False)."""
+    would hold the chat; any other failure at once ends the tries. Trying again is safe: the
+    write is guarded, and a step that another worker declared dead meanwhile writes nothing."""
     content, reasoning = answer.partial()
+    error = error_of(outcome)
+    finished = FinishedStep(
+        status=outcome.type,
+        content=content,
+        reasoning=reasoning,
+        token_count=deps.counter.count(content),
+        usage=answer.usage,
+        error_code=error[0] if error else None,
+        timings=timings,
+        meta={"actions": [event_payload(a) for a in answer.actions]} if answer.actions else None,
+        user_vector=started.user_vector,
+    )
     deadline = time.monotonic() + deps.config.lease_ttl
     delay = 0.1
     while True:
-        write = deps.steps.finish(
-            started.chat.id,
-            started.begun,
-            status=answer.status,
-            content=content,
-            reasoning=reasoning,
-            token_count=deps.counter.count(content),
-            usage=answer.usage,
-            error_code=answer.error[0] if answer.error else None,
-            timings=timings,
-            meta={"actions": [event_payload(a) for a in answer.actions]} if answer.actions
-            else None,
-            user_vector=started.user_vector,
-        )
         try:
+            write = deps.steps.finish(started.chat.id, started.begun, finished)
             written = await asyncio.shield(asyncio.ensure_future(write))
             break
-        except Exception as exc:
-            if not is_outage(exc) or time.monotonic() + delay > deadline:
-                raise  # a bug or bad data will not succeed on a retry
-            log.warning("step %s: saving the answer failed (%s); trying again",
-                        started.begun.step_id, type(exc).__name__)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        except Exception as exc:  # the stream still ends cleanly, and says why
+            if is_outage(exc) and time.monotonic() + delay <= deadline:
+                log.warning("step %s: saving the answer failed (%s); trying again",
+                            started.begun.step_id, type(exc).__name__)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            log.exception("step %s: the answer could not be saved", started.begun.step_id)
+            why = "the database could not be reached" if is_outage(exc) else "saving it failed"
+            return Interrupted("not_saved", "answer_not_saved",
+                               f"{why}; the answer was not saved (its last flushed part is kept)")
     if not written:
         log.warning("step %s was taken over by another worker; its answer was not saved",
                     started.begun.step_id)
-    return written
+        return Interrupted("not_saved", "lease_lost",
+                           "another worker took this chat over; answer not saved")
+    return outcome

@@ -14,8 +14,6 @@ from api.app_banner import EMBEDDED_BANNER
 from api.database import head_revision
 from api.deps import RuntimeDep
 from llm.types import ProviderConfig
-from memory.indexer import Indexer
-from memory.search import PostgresRecall
 
 router = APIRouter()
 
@@ -85,10 +83,10 @@ async def status(runtime: RuntimeDep) -> dict[str, Any]:
     memory: dict[str, Any] = {
         "enabled": runtime.memory_problem is None,
         "problem": runtime.memory_problem,
-        "recall": deps.recall.config.mode if isinstance(deps.recall, PostgresRecall) else None,
+        "recall": deps.recall.mode if deps.recall is not None else None,
         "tools": deps.facts is not None and deps.config.memory_tools,
     }
-    if isinstance(deps.indexer, Indexer):
+    if deps.indexer is not None:
         memory["index_queue"] = await deps.indexer.pending()  # messages not yet embedded
         # Messages the embedder rejected again and again: not retried until `jin reindex`.
         memory["index_parked"] = await deps.indexer.parked()

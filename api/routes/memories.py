@@ -18,9 +18,7 @@ from api.deps import RuntimeDep, TenantDep
 from api.problems import Problem
 from api.schemas import CURSOR, STRICT, Text, decode_cursor, encode_cursor
 from llm.errors import LLMError
-from memory.recall import RecallConfig
-from memory.search import PostgresRecall
-from memory.store import PostgresFactStore
+from memory.ports import FactStore, Recaller
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"],
                    responses=problems.responses(401, 429, 503))
@@ -85,14 +83,14 @@ class FactWriteOut(FactOut):
     replaced: uuid.UUID | None
 
 
-def _facts(runtime: RuntimeDep) -> PostgresFactStore:
-    if not isinstance(runtime.deps.facts, PostgresFactStore):
+def _facts(runtime: RuntimeDep) -> FactStore:
+    if runtime.deps.facts is None:
         raise Problem(503, "memory_unavailable", runtime.memory_problem or "memory is disabled")
     return runtime.deps.facts
 
 
-def _recall(runtime: RuntimeDep) -> PostgresRecall:
-    if not isinstance(runtime.deps.recall, PostgresRecall):
+def _recall(runtime: RuntimeDep) -> Recaller:
+    if runtime.deps.recall is None:
         detail = runtime.memory_problem or "recall is turned off (JIN_RECALL=false)"
         raise Problem(503, "recall_unavailable", detail)
     return runtime.deps.recall
@@ -119,10 +117,8 @@ async def list_or_search(
     ones). With `q`: what recall would find, facts and past messages, with each score."""
     if q is not None:
         recall = _recall(runtime)
-        config = RecallConfig(**{**recall.config.__dict__, "mode": mode, "max_items": limit,
-                                 "budget_tokens": 1_000_000})
         try:
-            result = await recall.recall(tenant, user_id, q, config=config)
+            result = await recall.search(tenant, user_id, q, mode=mode, limit=limit)
         except LLMError as exc:
             raise _embedder_down(exc) from exc
         # Plain JSON already: no generic encoder over every field of up to 200 items.

@@ -14,12 +14,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from api import problems
 from api.deps import RuntimeDep, TenantDep
 from api.problems import Problem
-from api.runtime import Runtime
 from api.schemas import AbortOut, HistoryPage, PostMessage, StepOut, message_json
 from api.sse import StepResult, frame, replay_events
 from chat.types import MAX_POSITION
+from orchestrator.answer import AbortSignal
 from orchestrator.events import StepEvent
-from orchestrator.step import AbortSignal, Replayed, StepRequest, run_step, start_step
+from orchestrator.step import Replayed, StepRequest, run_step, start_step
 
 router = APIRouter(prefix="/v1/chats", tags=["messages"],
                    responses=problems.responses(401, 429, 503))
@@ -68,13 +68,6 @@ async def post_message(
     tenant: TenantDep,
 ) -> StreamingResponse | StepJSON:
     """Run a step. Lease, idempotency and size are settled before any byte is streamed."""
-    return await step_response(request, runtime, tenant, chat_id, body)
-
-
-async def step_response(
-    request: Request, runtime: Runtime, tenant: str, chat_id: uuid.UUID, body: PostMessage
-) -> StreamingResponse | StepJSON:
-    """The answer to a posted message, for this route and for api/shortcut.py alike."""
     received_at = getattr(request.state, "received_at", None)
     started = await start_step(
         runtime.deps,
@@ -92,14 +85,14 @@ async def step_response(
         return StepJSON(result.json())
 
     abort = AbortSignal()
-    events = run_step(runtime.deps, started, abort)
+    steps = run_step(runtime.deps, started, abort)
     if not _wants_sse(request):
         result = StepResult()
-        await _until_done(runtime.collect(started.begun.step_id, events, abort, result.add),
+        await _until_done(runtime.collect(started.begun.step_id, steps, abort, result.add),
                           request, abort)
         return StepJSON(result.json())
 
-    queue = runtime.launch(started.begun.step_id, events, abort)
+    queue = runtime.launch(started.begun.step_id, steps, abort)
     keepalive = request.app.state.settings.sse_keepalive_seconds
 
     async def stream() -> AsyncIterator[bytes]:

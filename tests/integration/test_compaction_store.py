@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.ports import NewChat, Opened, OpenStep
+from chat.ports import FinishedStep, NewChat, Opened, OpenStep
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.types import Chat, ModelSettings
@@ -66,9 +66,10 @@ async def _turn(steps: PostgresStepStore, chat: Chat, question: str, answer: str
         window_rows=10, window_budget=lambda _: 100,
     ))
     assert isinstance(opened, Opened)
-    await steps.finish(chat.id, opened.begun, status="complete", content=answer, reasoning="",
+    await steps.finish(chat.id, opened.begun,
+        FinishedStep(status="complete", content=answer, reasoning="",
                        token_count=COUNTER.count(answer), usage=None, error_code=None,
-                       timings={})
+                       timings={}))
 
 
 async def test_two_workers_compacting_the_same_chat_write_one_summary_row(

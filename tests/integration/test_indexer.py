@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.reindex import reindex
 from api.settings import Settings
-from chat.ports import Opened, OpenStep
+from chat.ports import FinishedStep, Opened, OpenStep
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.tables import positional
@@ -252,9 +252,10 @@ async def test_a_running_steps_message_waits_and_is_then_written_with_the_vector
         assert time.monotonic() - started < 2
         assert server.embed_inputs == ["earlier", "reply"]
         vector = [1.0] + [0.0] * 383
-        await steps.finish(chat_id, opened.begun, status="complete", content="an answer",
+        await steps.finish(chat_id, opened.begun,
+            FinishedStep(status="complete", content="an answer",
                            reasoning="", token_count=2, usage=None, error_code=None,
-                           timings={}, user_vector=(embedder, vector))
+                           timings={}, user_vector=(embedder, vector)))
         assert await indexer.index_chat(chat_id) is True
         async with engine.connect() as conn:
             stored = (await conn.execute(text(

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.opening import open_at_once
-from chat.ports import NewChat, Opened, OpenStep
+from chat.ports import FinishedStep, NewChat, Opened, OpenStep
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.testing import seed_history, seed_summary
@@ -97,8 +97,8 @@ async def test_one_statement_writes_nothing_when_the_chat_is_not_simply_free(
         assert await open_at_once(conn, _request(chat, fast=True), BUDGET) is None  # held
         other_tenant = replace(_request(chat, fast=True), tenant_id="tenant-b")
         assert await open_at_once(conn, other_tenant, BUDGET) is None
-    await steps.finish(chat.id, held.begun, status="complete", content="answer",
-                       reasoning="", token_count=1, usage=None, error_code=None, timings={})
+    await steps.finish(chat.id, held.begun, FinishedStep(status="complete", content="answer",
+                       reasoning="", token_count=1, usage=None, error_code=None, timings={}))
     after_answer = await _rows(engine, chat.id)
     async with engine.connect() as conn:
         assert await open_at_once(conn, _request(chat, fast=True, key="k1"), BUDGET) is None

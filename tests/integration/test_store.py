@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from api.database import create_engine, downgrade, migrate
 from chat.opening import _OPEN
 from chat.outage import is_outage
-from chat.ports import LeaseBusy, LeaseMissing, NewChat, Opened, OpenStep, StepOutcome
+from chat.ports import FinishedStep, LeaseBusy, LeaseMissing, NewChat, Opened, OpenStep, StepOutcome
 from chat.steps import PostgresStepStore
 from chat.store import WINDOW_SQL, PostgresChatStore, history_query
 from chat.tables import checkout, fetch, positional
@@ -56,8 +56,9 @@ def _open(chat: Chat, step_id: uuid.UUID, *, tenant: str = "tenant-a", ttl: floa
 
 
 async def _finish(steps: PostgresStepStore, opened: Opened, content: str) -> None:
-    await steps.finish(opened.chat.id, opened.begun, status="complete", content=content,
-                       reasoning="", token_count=1, usage=None, error_code=None, timings={})
+    await steps.finish(opened.chat.id, opened.begun,
+        FinishedStep(status="complete", content=content,
+                       reasoning="", token_count=1, usage=None, error_code=None, timings={}))
 
 
 async def test_lease_is_exclusive_scoped_to_tenant_and_expires(engine: AsyncEngine) -> None:
@@ -117,9 +118,10 @@ async def test_a_step_declared_dead_cannot_overwrite_the_next_one(engine: AsyncE
     assert isinstance(taken, Opened)
     # The slow step learns it must stop, and its late answer changes nothing.
     assert await steps.heartbeat(chat.id, slow.begun, 30, None) is True
-    written = await steps.finish(chat.id, slow.begun, status="complete", content="late answer",
+    written = await steps.finish(chat.id, slow.begun,
+        FinishedStep(status="complete", content="late answer",
                                  reasoning="", token_count=200, usage=None, error_code=None,
-                                 timings={})
+                                 timings={}))
     assert written is False
     page = await chats.list_messages("tenant-a", chat.id, before=None, after=None, limit=10)
     assert page is not None

@@ -8,7 +8,7 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.ports import NewChat, Opened, OpenStep
+from chat.ports import FinishedStep, NewChat, Opened, OpenStep
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.testing import seed_history, seed_summary
@@ -51,8 +51,8 @@ async def _step(steps: PostgresStepStore, chat: Chat, content: str) -> Opened:
     opened = await steps.open(_request(chat, content))
     assert isinstance(opened, Opened)
     saved = await steps.finish(
-        chat.id, opened.begun, status="complete", content=f"answer to {content}",
-        reasoning="", token_count=4, usage=None, error_code=None, timings={},
+        chat.id, opened.begun, FinishedStep(status="complete", content=f"answer to {content}",
+        reasoning="", token_count=4, usage=None, error_code=None, timings={}),
     )
     assert saved
     return opened

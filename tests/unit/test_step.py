@@ -1,0 +1,154 @@
+"""The step end to end without Postgres: in-memory stores (chat/inmemory.py) and a scripted
+model. What a user sees of each way an answer ends: the events, and what stays in the chat."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from chat.inmemory import InMemoryStepStore, in_memory_stores
+from chat.ports import NewChat
+from chat.types import Chat, ModelSettings
+from llm.errors import ProviderTimeout
+from llm.testing import ScriptedModel
+from llm.tokens import TiktokenCounter
+from llm.types import ContentDelta, Finish, ReasoningDelta
+from orchestrator.outcome import Complete, Failed, Interrupted, stream_outcome
+from orchestrator.step import (
+    AbortSignal,
+    Replayed,
+    Started,
+    StepConfig,
+    StepDeps,
+    StepRequest,
+    run_step,
+    start_step,
+)
+
+
+async def _setup(model: ScriptedModel) -> tuple[StepDeps, Chat]:
+    chats, steps = in_memory_stores()
+    deps = StepDeps(chats=chats, steps=steps, brain=model, counter=TiktokenCounter(),
+                    config=StepConfig(abort_poll=0.01, partial_flush=0.01))
+    chat = await chats.create_chat(NewChat("t", "u", "chat", "Be brief.", ModelSettings(),
+                                           "queue"))
+    return deps, chat
+
+
+async def _run(deps: StepDeps, chat: Chat, text: str, key: str | None = None,
+               abort: AbortSignal | None = None) -> list[Any]:
+    started = await start_step(deps, StepRequest("t", chat.id, text, key))
+    assert isinstance(started, Started)
+    return [e async for e in run_step(deps, started, abort or AbortSignal())]
+
+
+async def _rows(deps: StepDeps, chat: Chat) -> list[tuple[str, str, str]]:
+    page = await deps.chats.list_messages("t", chat.id, before=None, after=None, limit=50)
+    assert page is not None
+    return [(m.kind, m.content, m.status) for m in page.messages]
+
+
+async def test_a_complete_step_streams_and_keeps_both_messages() -> None:
+    model = ScriptedModel([ReasoningDelta("think"), ContentDelta("Hel"), ContentDelta("lo"),
+                           Finish("stop", {"completion_tokens": 2})])
+    deps, chat = await _setup(model)
+    events = await _run(deps, chat, "hi")
+    assert [e.type for e in events] == [
+        "step_start", "context", "message_start", "thinking_chunk", "message_chunk",
+        "message_chunk", "message_end", "step_end"]
+    assert events[-2].status == events[-1].status == "complete"
+    assert events[-2].usage == {"completion_tokens": 2}
+    assert await _rows(deps, chat) == [("user", "hi", "complete"),
+                                       ("assistant", "Hello", "complete")]
+    # The next step's prompt holds the first exchange.
+    model.scripts.append([ContentDelta("ok"), Finish("stop")])
+    await _run(deps, chat, "again")
+    assert [m.content for m in model.calls[-1].messages] == ["Be brief.", "hi", "Hello", "again"]
+    model.assert_consumed()
+
+
+async def test_a_provider_failure_keeps_the_text_so_far_and_fails_the_step() -> None:
+    model = ScriptedModel([ContentDelta("half "), ProviderTimeout("no chunk in 30 s")])
+    deps, chat = await _setup(model)
+    events = await _run(deps, chat, "hello")
+    assert [e.type for e in events][-3:] == ["message_error", "message_end", "step_end"]
+    assert events[-3].code == "provider_timeout"
+    assert events[-2].status == events[-1].status == "failed"
+    assert await _rows(deps, chat) == [("user", "hello", "complete"),
+                                       ("assistant", "half ", "failed")]
+
+
+async def test_a_bug_in_the_stream_fails_the_step_as_an_internal_error() -> None:
+    deps, chat = await _setup(ScriptedModel([ContentDelta("a"), KeyError("parser")]))
+    events = await _run(deps, chat, "hello")
+    assert (events[-3].code, events[-1].status) == ("internal_error", "failed")
+
+
+async def test_an_abort_mid_answer_keeps_the_partial_answer_as_interrupted() -> None:
+    release = asyncio.Event()
+
+    class Slow(ScriptedModel):
+        async def stream(self, request: Any) -> Any:
+            yield ContentDelta("first words")
+            await release.wait()  # never set: only the abort ends this answer
+            yield Finish("stop")
+
+    deps, chat = await _setup(Slow())
+    abort = AbortSignal()
+    started = await start_step(deps, StepRequest("t", chat.id, "tell me"))
+    assert isinstance(started, Started)
+    events = []
+    async for event in run_step(deps, started, abort):
+        events.append(event)
+        if event.type == "message_chunk":
+            assert await deps.steps.request_abort("t", chat.id) == started.begun.step_id
+    assert [e.type for e in events][-2:] == ["message_end", "step_end"]
+    assert events[-1].status == "interrupted"
+    assert "message_error" not in [e.type for e in events]  # asked for: nothing to explain
+    assert await _rows(deps, chat) == [("user", "tell me", "complete"),
+                                       ("assistant", "first words", "interrupted")]
+
+
+async def test_a_step_whose_lease_another_opener_took_is_not_saved_and_says_so() -> None:
+    deps, chat = await _setup(ScriptedModel([ContentDelta("late"), Finish("stop")]))
+    started = await start_step(deps, StepRequest("t", chat.id, "slow one"))
+    assert isinstance(started, Started)
+    assert isinstance(deps.steps, InMemoryStepStore)
+    deps.steps.state.leases[chat.id].until = 0  # the worker stalled past its lease...
+    other = await deps.steps.hold("t", chat.id, uuid.uuid4(), 30)
+    assert isinstance(other, Chat)  # ...and another one took the chat over
+    events = [e async for e in run_step(deps, started, AbortSignal())]
+    assert events[-3].code == "lease_lost"
+    assert events[-1].status == "interrupted"
+    assert await _rows(deps, chat) == [("user", "slow one", "complete"),
+                                       ("assistant", "", "interrupted")]
+
+
+async def test_a_retry_with_the_same_key_replays_and_writes_nothing() -> None:
+    model = ScriptedModel([ContentDelta("4"), Finish("stop")])
+    deps, chat = await _setup(model)
+    await _run(deps, chat, "2+2?", key="k1")
+    again = await start_step(deps, StepRequest("t", chat.id, "2+2?", "k1"))
+    assert isinstance(again, Replayed)
+    assert again.outcome.assistant_message is not None
+    assert again.outcome.assistant_message.content == "4"
+    assert len(await _rows(deps, chat)) == 2
+    model.assert_consumed()
+
+
+@pytest.mark.parametrize("error, aborted, finished, outcome", [
+    (None, None, True, Complete()),
+    (None, "aborted", False, Interrupted("aborted")),
+    (None, "aborted", True, Complete()),  # the answer was whole before the abort came
+    (ProviderTimeout("slow"), None, False, Failed("provider_timeout", "slow")),
+    (ValueError("x"), None, False, Failed("internal_error", "ValueError")),
+    (asyncio.CancelledError(), None, False, Interrupted("cancelled")),
+])
+def test_how_a_stream_ended_decides_the_outcome(
+    error: BaseException | None, aborted: str | None, finished: bool, outcome: object
+) -> None:
+    assert stream_outcome(error, aborted, finished) == outcome
+
