@@ -17,7 +17,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import logs
 from api.metrics import Metrics
-from llm.http import HTTPClient
 from llm.types import ProviderConfig
 from orchestrator.events import MessageError, StepEvent
 from orchestrator.step import AbortSignal, StepDeps
@@ -28,7 +27,6 @@ log = logging.getLogger("jin.runtime")
 @dataclass
 class Runtime:
     engine: AsyncEngine
-    http: HTTPClient
     deps: StepDeps
     providers: dict[str, ProviderConfig | dict[str, Any]]
     metrics: Metrics = field(default_factory=Metrics)

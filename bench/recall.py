@@ -21,7 +21,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from api.database import create_engine, create_memory_engine
-from api.embedders import build_embedder
+from api.embedders import build_embedder, embedder_server
 from api.reindex import Progress
 from api.settings import Settings
 from bench.recall_metrics import (
@@ -35,7 +35,6 @@ from bench.recall_metrics import (
 from chat.ports import ImportedMessage, NewChat
 from chat.store import PostgresChatStore
 from chat.types import ModelSettings
-from llm.openai import new_session
 from llm.tokens import TiktokenCounter
 from memory.indexer import Indexer
 from memory.recall import RecallConfig
@@ -100,10 +99,9 @@ async def run_recall_bench(settings: Settings, url: str, args: argparse.Namespac
     dataset = load_dataset(args.dataset)
     tenant = f"bench-{uuid.uuid4().hex[:8]}"
     engine, memory_db = create_engine(url, pool_size=2), create_memory_engine(url, pool_size=2)
-    http = new_session(connect_timeout=settings.provider_connect_timeout,
-                       read_timeout=settings.provider_read_timeout)
+    server = embedder_server(settings)
     try:
-        embedder, provider = build_embedder(settings, http)
+        embedder, provider = build_embedder(settings, server)
         counter = TiktokenCounter()
         turn_of = await _ingest(PostgresChatStore(engine), dataset, tenant, counter)
         index_s = await _index(Indexer(memory_db, embedder, provider.model), len(turn_of))
@@ -126,6 +124,7 @@ async def run_recall_bench(settings: Settings, url: str, args: argparse.Namespac
         if not args.keep:
             async with engine.begin() as conn:  # messages and their vectors go with the chats
                 await conn.execute(text("DELETE FROM chats WHERE tenant_id = :t"), {"t": tenant})
-        await http.close()
+        if server is not None:
+            await server.aclose()
         await memory_db.dispose()
         await engine.dispose()
