@@ -269,8 +269,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         # Each model server its own client: its own pool, limits and timeouts.
         servers = {"brain": Provider(brain, settings.http_config()),
                    "helper": Provider(helper, settings.http_config())}
-        if (embedder := embedder_server(settings)) is not None:
-            servers["embedder"] = embedder
+        if (embedding := embedder_server(settings)) is not None:
+            servers["embedder"] = embedding
         if not brain.embedded and brain.context_window is None:
             brain = await _discover_window(servers["brain"])
         # The rows of the windows this worker read, which its next reads need not fetch again.
@@ -282,7 +282,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         # connection (memory/search.py, _memory below).
         recall_db = create_memory_engine(settings.database_url or "", generic_plans=True,
                                          pool_size=max(2, settings.db_pool_size // 4))
-        memory = await _memory(settings, memory_db, recall_db, embedder, counter)
+        memory = await _memory(settings, memory_db, recall_db, servers.get("embedder"),
+                               counter)
         compactor = Compactor(
             chats=chats,
             helper=OpenAIChatModel(servers["helper"]),
