@@ -11,7 +11,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -22,7 +21,7 @@ from api.access import Access, RateLimiter, is_loopback
 from api.app_banner import EMBEDDED_BANNER, OPEN_BANNER
 from api.database import create_engine, create_memory_engine
 from api.edge import Edge, declare_keys
-from api.embedders import build_embedder, duplicate_cosine, served_dim
+from api.embedders import build_embedder, duplicate_cosine, embedder_server, served_dim
 from api.keys import KeyStore
 from api.metrics import Metrics
 from api.routes import chats, health, memories, messages, metrics
@@ -36,7 +35,8 @@ from chat.window_cache import WindowCache
 from llm.batching import BatchedQueries
 from llm.embedded import EmbeddedChatServer
 from llm.errors import LLMError
-from llm.openai import OpenAIChatModel, context_window_of, new_session
+from llm.openai import OpenAIChatModel, context_window_of
+from llm.provider import Provider
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
 from memory.indexer import Indexer, IndexerConfig
@@ -139,10 +139,11 @@ class _BodyLimit:
         await answer(scope, receive, send)
 
 
-async def _discover_window(config: ProviderConfig, session: Any) -> ProviderConfig:
+async def _discover_window(server: Provider) -> ProviderConfig:
     """The brain's context window from its server's `/models`, where it says; else the default."""
+    config = server.config
     try:
-        models = await asyncio.wait_for(OpenAIChatModel(config, session).list_models(), 5)
+        models = await asyncio.wait_for(OpenAIChatModel(server).list_models(), 5)
     except (LLMError, TimeoutError) as exc:
         log.warning("could not read %s/models (%s); using the default context window",
                     config.base_url, exc)
@@ -164,7 +165,7 @@ class _Memory:
 
 
 async def _memory(
-    settings: Settings, db: AsyncEngine, recall_db: AsyncEngine, http: Any,
+    settings: Settings, db: AsyncEngine, recall_db: AsyncEngine, server: Provider | None,
     counter: TiktokenCounter,
 ) -> _Memory:
     """The embedder, the fact store, recall and the indexer; all off, loudly, when the
@@ -175,10 +176,10 @@ async def _memory(
     connection: the indexer's and the fact store's plans do not depend on their parameters
     (which index a fact lookup takes is settled by the statement chosen for the user), and
     planning them at every call was ~0.2 ms of Postgres a step (bench/README.md, session 13)."""
-    embedder, provider = build_embedder(settings, http)
+    embedder, provider = build_embedder(settings, server)
     async with db.connect() as conn:
         stored = await conn.run_sync(current_dim)
-    served = await served_dim(settings, http)
+    served = await served_dim(server)
     if served is not None and served != embedder.dim:
         problem = (
             f"the embedder {provider.model} returns {served}-dimensional vectors, not "
@@ -264,13 +265,13 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             await engine.dispose()
             raise
         brain, helper, embedded = _roles(settings)
-        http = new_session(
-            connect_timeout=settings.provider_connect_timeout,
-            read_timeout=settings.provider_read_timeout,
-            total_timeout=settings.provider_total_timeout,
-        )
+        # Each model server its own client: its own pool, limits and timeouts.
+        servers = {"brain": Provider(brain, settings.http_config()),
+                   "helper": Provider(helper, settings.http_config())}
+        if (embedding := embedder_server(settings)) is not None:
+            servers["embedder"] = embedding
         if not brain.embedded and brain.context_window is None:
-            brain = await _discover_window(brain, http)
+            brain = await _discover_window(servers["brain"])
         # The rows of the windows this worker read, which its next reads need not fetch again.
         windows = WindowCache(max_chars=settings.window_cache_chars)
         chats, counter = PostgresChatStore(engine, windows), TiktokenCounter()
@@ -280,10 +281,11 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         # connection (memory/search.py, _memory below).
         recall_db = create_memory_engine(settings.database_url or "", generic_plans=True,
                                          pool_size=max(2, settings.db_pool_size // 4))
-        memory = await _memory(settings, memory_db, recall_db, http, counter)
+        memory = await _memory(settings, memory_db, recall_db, servers.get("embedder"),
+                               counter)
         compactor = Compactor(
             chats=chats,
-            helper=OpenAIChatModel(helper, http),
+            helper=OpenAIChatModel(servers["helper"]),
             helper_model=helper.model,
             counter=counter,
             facts=memory.facts,
@@ -297,7 +299,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         deps = StepDeps(
             chats=chats,
             steps=steps,
-            brain=OpenAIChatModel(brain, http),
+            brain=OpenAIChatModel(servers["brain"]),
             counter=counter,
             config=_step_config(settings, brain.context_window),
             compactor=compactor,
@@ -306,7 +308,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             indexer=memory.indexer,
         )
         runtime = Runtime(
-            engine=engine, http=http, deps=deps,
+            engine=engine, deps=deps,
             providers={"brain": brain, "helper": helper, "embedder": memory.provider},
             metrics=meter, memory_problem=memory.problem,
         )
@@ -337,7 +339,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
                 await asyncio.gather(indexing, return_exceptions=True)
             await listener.stop()
             await runtime.drain()
-            await http.close()
+            for server in servers.values():
+                await server.aclose()
             await recall_db.dispose()
             await memory_db.dispose()
             await engine.dispose()

@@ -119,9 +119,8 @@ def _bench(args: argparse.Namespace) -> int:
     import asyncio
 
     from api.database import create_engine, create_memory_engine
-    from api.embedders import build_embedder
+    from api.embedders import build_embedder, embedder_server
     from api.reindex import Progress
-    from llm.openai import new_session
     from memory.evaluation.benchmark import Plan, run_recall_benchmark
 
     settings = Settings()
@@ -129,16 +128,16 @@ def _bench(args: argparse.Namespace) -> int:
 
     async def run(url: str) -> int:
         engine, memory_db = create_engine(url, pool_size=2), create_memory_engine(url, pool_size=2)
-        http = new_session(connect_timeout=settings.provider_connect_timeout,
-                           read_timeout=settings.provider_read_timeout)
+        server = embedder_server(settings)
         try:
-            embedder, provider = build_embedder(settings, http)
+            embedder, provider = build_embedder(settings, server)
             return await run_recall_benchmark(
                 plan, engine, memory_db, embedder, provider.model, settings.recall_config(),
                 lambda label, total: Progress(label, total, sys.stderr),
             )
         finally:
-            await http.close()
+            if server is not None:
+                await server.aclose()
             await memory_db.dispose()
             await engine.dispose()
 

@@ -8,21 +8,29 @@ from typing import Any
 
 from api.settings import Settings
 from llm.ports import Embedder
+from llm.provider import Provider
 from llm.types import ProviderConfig
 
 log = logging.getLogger("jin.embedder")
 
 
-def build_embedder(settings: Settings, http: Any) -> tuple[Embedder, ProviderConfig]:
-    """The embedder and how /v1/status describes it. `model` names it on every vector it
-    writes, so `jin reindex` can tell vectors of another model apart."""
+def embedder_server(settings: Settings) -> Provider | None:
+    """The configured embedder server with a client of its own (to close), or None when a
+    built-in embedder serves."""
     configured = settings.provider("embedder")
-    if configured is not None:
+    return None if configured is None else Provider(configured, settings.http_config())
+
+
+def build_embedder(settings: Settings, server: Provider | None) -> tuple[Embedder, ProviderConfig]:
+    """The embedder (over `server`, else built in) and how /v1/status describes it. `model`
+    names it on every vector it writes, so `jin reindex` can tell vectors of another model
+    apart."""
+    if server is not None:
         from llm.embeddings import OpenAIEmbedder
 
-        embedder = OpenAIEmbedder(configured, http, dim=settings.embedding_dim,
+        embedder = OpenAIEmbedder(server, dim=settings.embedding_dim,
                                   batch_size=settings.indexer_batch_size)
-        return embedder, configured
+        return embedder, server.config
     if settings.embedder == "e5":
         from llm.e5_embedder import E5Embedder
 
@@ -36,16 +44,15 @@ def build_embedder(settings: Settings, http: Any) -> tuple[Embedder, ProviderCon
     return built, provider
 
 
-async def served_dim(settings: Settings, http: Any) -> int | None:
+async def served_dim(server: Provider | None) -> int | None:
     """What a configured embedder server really returns, by one call (JIN_EMBEDDING_DIM only
     says what it should); None when it cannot be asked now (it may come up later)."""
-    configured = settings.provider("embedder")
-    if configured is None:
+    if server is None:
         return None
     from llm.embeddings import OpenAIEmbedder
     from llm.errors import LLMError
 
-    probe = OpenAIEmbedder(configured, http, dim=None)
+    probe = OpenAIEmbedder(server, dim=None)
     try:
         await asyncio.wait_for(probe.embed(["dimension probe"]), 10)
     except (LLMError, TimeoutError) as exc:

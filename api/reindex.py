@@ -22,10 +22,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import create_memory_engine
-from api.embedders import build_embedder
+from api.embedders import build_embedder, embedder_server
 from api.settings import Settings
 from chat.tables import fetch
-from llm.openai import new_session
 from memory.indexer import Indexer, IndexerConfig
 from migrations.embedding_dim import current_dim, resize
 
@@ -97,10 +96,9 @@ def _resize(connection: Connection, dim: int) -> None:
 
 async def reindex(settings: Settings, url: str, out: TextIO = sys.stderr) -> dict[str, Any]:
     db = create_memory_engine(url, pool_size=2)
-    http = new_session(connect_timeout=settings.provider_connect_timeout,
-                       read_timeout=settings.provider_read_timeout)
+    server = embedder_server(settings)
     try:
-        embedder, provider = build_embedder(settings, http)
+        embedder, provider = build_embedder(settings, server)
         name = provider.model
         async with db.begin() as conn:
             stored = await conn.run_sync(current_dim)
@@ -113,7 +111,8 @@ async def reindex(settings: Settings, url: str, out: TextIO = sys.stderr) -> dic
             "facts": await _facts(db, embedder, name, settings.indexer_batch_size, out),
         }
     finally:
-        await http.close()
+        if server is not None:
+            await server.aclose()
         await db.dispose()
 
 

@@ -17,7 +17,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import logs
 from api.metrics import Metrics
-from llm.http import HTTPClient
 from llm.types import ProviderConfig
 from orchestrator.answer import AbortSignal
 from orchestrator.events import MessageError, StepEvent
@@ -29,7 +28,6 @@ log = logging.getLogger("jin.runtime")
 @dataclass
 class Runtime:
     engine: AsyncEngine
-    http: HTTPClient
     deps: StepDeps
     providers: dict[str, ProviderConfig | dict[str, Any]]
     metrics: Metrics = field(default_factory=Metrics)

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from llm.types import ProviderConfig
+from llm.types import HTTPConfig, ProviderConfig
 from memory.recall import RecallConfig
 
 
@@ -136,6 +136,16 @@ class Settings(BaseSettings):
             model=getattr(self, f"{role}_model") or "default",
             api_key=getattr(self, f"{role}_api_key"),
             context_window=getattr(self, f"{role}_context_window", None),
+        )
+
+    def http_config(self) -> HTTPConfig:
+        """How each model server's client waits and pools. A running step holds one brain call
+        at a time, so the step cap is as many connections as one server is ever asked for."""
+        return HTTPConfig(
+            connect_timeout=self.provider_connect_timeout,
+            read_timeout=self.provider_read_timeout,
+            total_timeout=self.provider_total_timeout,
+            max_connections=self.max_concurrent_steps,
         )
 
     def recall_config(self) -> RecallConfig:

@@ -34,13 +34,13 @@ import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
+import httpx
 from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.database import create_engine  # noqa: E402
 from bench.harness import PIDS, database, fake_model, jin_worker, tree_cpu  # noqa: E402
-from bench.lean_client import LeanClient  # noqa: E402
 from chat.testing import seed_history, seed_summary  # noqa: E402
 
 SUMMARISED_ABOVE = 60  # seeded chats longer than this get a summary row...
@@ -62,12 +62,12 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def make_chats(client: LeanClient, engine, n_chats: int, size: int) -> list[str]:
+async def make_chats(client: httpx.AsyncClient, engine, n_chats: int, size: int) -> list[str]:
     ids = []
     for _ in range(n_chats):
         # A user per chat, as in production: recall searches the user's own past.
         user = f"bench-{uuid.uuid4().hex[:12]}"
-        r = await client.post("/v1/chats", {"user_id": user, "system_prompt": "Be brief."})
+        r = await client.post("/v1/chats", json={"user_id": user, "system_prompt": "Be brief."})
         ids.append(r.json()["id"])
         if size:
             await seed_history(engine, uuid.UUID(ids[-1]), size)
@@ -82,10 +82,11 @@ async def make_chats(client: LeanClient, engine, n_chats: int, size: int) -> lis
 FILLER = " ".join(f"lorem{i % 17}" for i in range(30))
 
 
-def client_session(base_url: str) -> LeanClient:
-    # The load generator shares the machine's 2 cores with what it measures: a client of less
-    # than half of aiohttp's CPU a step (bench/lean_client.py), itself a tenth of httpx's.
-    return LeanClient(base_url)
+def client_session(base_url: str) -> httpx.AsyncClient:
+    # The load generator shares the machine's 2 cores with what it measures: its own CPU a step
+    # is printed beside the worker's ("client").
+    return httpx.AsyncClient(base_url=base_url, timeout=60,
+                             limits=httpx.Limits(keepalive_expiry=4.0))
 
 
 async def settle(engine) -> None:
@@ -96,13 +97,14 @@ async def settle(engine) -> None:
         await conn.execute(text("CHECKPOINT"))
 
 
-async def step(client: LeanClient, chat_id: str, i: int) -> tuple[float, float]:
+async def step(client: httpx.AsyncClient, chat_id: str, i: int) -> tuple[float, float]:
     t0 = time.perf_counter()
-    r = await client.post(f"/v1/chats/{chat_id}/messages", {"content": f"question {i} {FILLER}"})
+    r = await client.post(f"/v1/chats/{chat_id}/messages",
+                          json={"content": f"question {i} {FILLER}"})
     client_ms = (time.perf_counter() - t0) * 1000
     body = r.json()
-    if r.status != 200 or body.get("status") != "complete":
-        raise RuntimeError(f"step failed: {r.status} {body}")
+    if r.status_code != 200 or body.get("status") != "complete":
+        raise RuntimeError(f"step failed: {r.status_code} {body}")
     timing = r.headers["server-timing"]
     # The worker's whole time on the request (routing, validation, JSON included), less the
     # time spent waiting on the model.
@@ -139,7 +141,7 @@ async def sequential(
     }
 
 
-async def history_pages(client: LeanClient, engine) -> None:
+async def history_pages(client: httpx.AsyncClient, engine) -> None:
     """Keyset pages of 200 rows from the start, the middle and the end of a history."""
     print("\nhistory pages of 200 rows (client round trip, median of 50):")
     for size in (1_000, 100_000):
@@ -176,21 +178,26 @@ async def concurrent(
     done: list[float] = []
 
     async def worker(chat_id: str, until: float, into: list[float], i: int = 0) -> None:
-        while time.perf_counter() < until:
-            o, _ = await step(client, chat_id, i)
-            into.append(o)
-            i += 1
+        # A client of its own for each chat, as each user's app holds one: one pool holding
+        # every chat's connection walks all of them for each request (httpcore 1.0).
+        async with client_session(str(client.base_url)) as own:
+            while time.perf_counter() < until:
+                o, _ = await step(own, chat_id, i)
+                into.append(o)
+                i += 1
 
     if warmup > 0:
         until = time.perf_counter() + warmup
         await asyncio.gather(*(worker(c, until, []) for c in chats))
     pids = pids or {}
     before = {name: tree_cpu(pid) for name, pid in pids.items()}
+    client_before = time.process_time()  # this process alone: the load generator
     t0 = time.perf_counter()
     # Numbered on from where no warm-up reaches: each question stays new to recall.
     await asyncio.gather(*(worker(c, t0 + seconds, done, 100_000) for c in chats))
     elapsed = time.perf_counter() - t0
     cpu = {name: (tree_cpu(pid) - before[name]) / len(done) * 1000 for name, pid in pids.items()}
+    cpu["client"] = (time.process_time() - client_before) / len(done) * 1000
     return {"steps_per_s": len(done) / elapsed, "median": statistics.median(done),
             "p99": pct(done, 0.99), "steps": len(done), "cpu": cpu}
 

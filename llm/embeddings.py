@@ -1,4 +1,4 @@
-"""Embeddings from any OpenAI-compatible `/embeddings` endpoint, over the shared HTTP client.
+"""Embeddings from any OpenAI-compatible `/embeddings` endpoint, over its Provider's client.
 
 Vectors are asked for as base64 (float32, little-endian, as OpenAI sends them): 384 floats as JSON
 text cost the worker more to decode than anything else in a recall. A server that ignores the
@@ -16,10 +16,8 @@ from typing import Any
 import numpy as np
 
 from llm.errors import LLMError, MalformedStream, ProviderHTTPError
-from llm.http import HTTPClient
-from llm.openai import fetch_json
 from llm.ports import Embedding
-from llm.types import ProviderConfig
+from llm.provider import Provider
 
 log = logging.getLogger("jin.embeddings")
 
@@ -30,15 +28,14 @@ class OpenAIEmbedder:
     """Embedder over HTTP. Vectors are normalised here: not every server does it."""
 
     def __init__(
-        self, config: ProviderConfig, session: HTTPClient, *,
-        dim: int | None = None, batch_size: int = 64,
+        self, provider: Provider, *, dim: int | None = None, batch_size: int = 64,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        self.config = config
-        self.name = config.model
+        self.config = provider.config
+        self.name = provider.config.model
         self.batch_size = batch_size
-        self._session = session
+        self._provider = provider
         self._dim = dim
         self._format = "base64"  # "float" once the server has refused base64
         self._format_known = False  # a base64 answer came: a 400 after that is about the input
@@ -80,14 +77,14 @@ class OpenAIEmbedder:
     async def _ask(self, texts: list[str]) -> Any:
         body = {"model": self.config.model, "input": texts, "encoding_format": self._format}
         try:
-            payload = await fetch_json(self._session, self.config, "/embeddings", body)
+            payload = await self._provider.json("/embeddings", body)
         except ProviderHTTPError as exc:
             if self._format_known or exc.status not in _REFUSED_FORMAT:
                 raise
             # Maybe the format, maybe an input: asked again for floats, an input is still
             # refused (and that error raised); if the floats come, the format was the trouble.
-            payload = await fetch_json(self._session, self.config, "/embeddings",
-                                       {**body, "encoding_format": "float"})
+            payload = await self._provider.json("/embeddings",
+                                                {**body, "encoding_format": "float"})
             self._format, self._format_known = "float", True
             log.info("%s refused base64 embeddings (HTTP %d); asking for floats from now on",
                      self.name, exc.status)

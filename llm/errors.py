@@ -2,7 +2,7 @@
 
     LLMError                      root; `code` is stable and shown to clients
     ├── ProviderUnreachable       connection refused, DNS, TLS       provider_unreachable
-    ├── ProviderTimeout           connect, first byte or between chunks  provider_timeout
+    ├── ProviderTimeout           connect, a read, or the whole call  provider_timeout
     ├── ProviderHTTPError         a non-2xx answer                   provider_error
     ├── ProviderDisconnected      the stream ended before it finished provider_disconnected
     └── MalformedStream           bytes that are not the protocol    provider_malformed_stream

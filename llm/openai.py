@@ -1,104 +1,26 @@
-"""Adapter for any OpenAI-compatible server (`/chat/completions`, `/models`), over llm/http.py.
-
-The embeddings adapter (llm/embeddings.py) shares this module's client, headers and errors.
-
-Our own HTTP/1.1 client rather than httpx or aiohttp here: relaying streams is what a worker
-spends its CPU on. At 32 concurrent streams httpx cost 1.7 ms of CPU a request, aiohttp ~0.25,
-this client ~0.13 (measured on this project's fake server; bench/README.md). httpx stays for the
-terminal client and the tests.
+"""Adapter for any OpenAI-compatible server's `/chat/completions` and `/models`, over a Provider
+(llm/provider.py: the server's own httpx client). The embeddings adapter (llm/embeddings.py)
+goes over a Provider too.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
-import orjson
-
-from llm.errors import (
-    LLMError,
-    MalformedStream,
-    ProviderDisconnected,
-    ProviderHTTPError,
-    ProviderTimeout,
-    ProviderUnreachable,
-)
-from llm.http import (
-    BadResponse,
-    ConnectFailed,
-    Disconnected,
-    HTTPClient,
-    HTTPError,
-    Response,
-    Timeout,
-)
-from llm.sse import DONE, SSEDecoder, ThinkSplitter, ToolCallAssembler, chunk_deltas, loads
-from llm.types import CompletionRequest, Delta, Finish, ProviderConfig
-
-# Exceptions of the transport that become LLMError; anything else is a bug and propagates.
-TRANSPORT_ERRORS = (HTTPError,)
-# Under the 5 s that uvicorn (and so many model servers) keeps an idle connection open.
-KEEPALIVE_SECONDS = 4.0
-
-
-def new_session(
-    *, connect_timeout: float, read_timeout: float, total_timeout: float | None = None
-) -> HTTPClient:
-    """The one client a worker shares for all model calls: the read timeout is per read (a
-    server that hangs), the total one per call (a server that trickles forever); SSE lines up
-    to 2 MiB."""
-    return HTTPClient(connect_timeout=connect_timeout, read_timeout=read_timeout,
-                      total_timeout=total_timeout, keepalive=KEEPALIVE_SECONDS,
-                      max_line=2 << 20)
-
-
-def _headers(config: ProviderConfig, accept: str = "text/event-stream") -> dict[str, str]:
-    headers = {"Accept": accept, "Content-Type": "application/json"}
-    if config.api_key:
-        headers["Authorization"] = f"Bearer {config.api_key}"
-    return headers
-
-
-def _vendor_error(exc: BaseException) -> LLMError:
-    if isinstance(exc, Timeout):
-        return ProviderTimeout(f"provider timed out: {exc}")
-    if isinstance(exc, ConnectFailed):
-        return ProviderUnreachable(f"provider unreachable: {exc}")
-    if isinstance(exc, Disconnected):
-        return ProviderDisconnected(f"provider closed the stream: {exc}")
-    if isinstance(exc, BadResponse):
-        return MalformedStream(f"provider sent a malformed answer: {exc}")
-    return LLMError(f"provider call failed: {type(exc).__name__}: {exc}")
-
-
-async def fetch_json(
-    session: HTTPClient, config: ProviderConfig, path: str, body: dict[str, Any] | None = None,
-) -> Any:
-    """GET `{base_url}{path}`, or POST `body` there; the decoded JSON answer. Raises LLMError."""
-    url = f"{config.base_url}{path}"
-    method = "GET" if body is None else "POST"
-    try:
-        async with session.request(
-            method, url, body=None if body is None else orjson.dumps(body),
-            headers=_headers(config, "application/json")
-        ) as response:
-            if response.status >= 400:
-                raise ProviderHTTPError(response.status, await response.text())
-            text = await response.text()
-            return loads(text) if text.strip() else None  # an empty body is no JSON
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # ValueErrors, so caught first
-        raise MalformedStream(f"`{path}` did not answer JSON") from exc
-    except TRANSPORT_ERRORS as exc:
-        raise _vendor_error(exc) from exc
+from llm.errors import MalformedStream, ProviderDisconnected
+from llm.provider import Provider
+from llm.sse import DONE, LineSplitter, SSEDecoder, ThinkSplitter, ToolCallAssembler, chunk_deltas
+from llm.types import CompletionRequest, Delta, Finish
 
 
 class OpenAIChatModel:
-    """ChatModel over HTTP. One shared session; its timeouts apply."""
+    """ChatModel over HTTP; the provider's timeouts apply."""
 
-    def __init__(self, config: ProviderConfig, session: HTTPClient) -> None:
-        self.config = config
-        self._session = session
+    def __init__(self, provider: Provider) -> None:
+        self.config = provider.config
+        self._provider = provider
 
     def _body(self, request: CompletionRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -117,37 +39,29 @@ class OpenAIChatModel:
         return body
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[Delta]:
-        url = f"{self.config.base_url}/chat/completions"
-        try:
-            async with self._session.request(
-                "POST", url, body=orjson.dumps(self._body(request)), headers=_headers(self.config)
-            ) as response:
-                if response.status >= 400:
-                    body = (await response.read()).decode("utf-8", "replace")
-                    raise ProviderHTTPError(response.status, body)
-                async for delta in self._deltas(response):
-                    yield delta
-        except TRANSPORT_ERRORS as exc:
-            raise _vendor_error(exc) from exc
-
-    async def _deltas(self, response: Response) -> AsyncIterator[Delta]:
         decoder, splitter, calls = SSEDecoder(), ThinkSplitter(), ToolCallAssembler()
+        lines = LineSplitter()
         reason: str | None = None
         usage: dict[str, Any] = {}
         done = False
-        async for raw in response.lines():
-            data = decoder.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
-            if data is None or done:
-                continue  # read to the end, so the connection goes back to the pool
-            if data.strip() == DONE:
-                done = True
-                continue
-            for delta in chunk_deltas(data, splitter, calls):
-                if isinstance(delta, Finish):
-                    reason = delta.reason or reason
-                    usage = delta.usage or usage
-                else:
-                    yield delta
+        body = self._provider.stream("/chat/completions", self._body(request))
+        async with aclosing(body) as pieces:
+            async for piece in pieces:
+                for raw in lines.feed(piece):
+                    data = decoder.feed(raw.decode("utf-8", "replace").rstrip("\r"))
+                    if data is None or done:
+                        continue  # read to the end, so the connection goes back to the pool
+                    if data.strip() == DONE:
+                        done = True
+                        continue
+                    for delta in chunk_deltas(data, splitter, calls):
+                        if isinstance(delta, Finish):
+                            reason = delta.reason or reason
+                            usage = delta.usage or usage
+                        else:
+                            yield delta
+        for raw in lines.flush():
+            decoder.feed(raw.decode("utf-8", "replace").rstrip("\r"))
         if not done and reason is None:
             tail = decoder.flush()
             if tail is not None and tail.strip() != DONE:
@@ -159,7 +73,7 @@ class OpenAIChatModel:
 
     async def list_models(self) -> list[dict[str, Any]]:
         """The server's `/models` entries (used for the status page and context windows)."""
-        payload = await fetch_json(self._session, self.config, "/models")
+        payload = await self._provider.json("/models")
         data = payload.get("data", []) if isinstance(payload, dict) else []
         return [m for m in data if isinstance(m, dict)]
 

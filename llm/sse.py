@@ -14,6 +14,37 @@ from llm.types import ContentDelta, Delta, Finish, ReasoningDelta, ToolCall, Too
 DONE = "[DONE]"
 
 
+class LineSplitter:
+    """Pieces of a body, as they come off the network -> its lines, without their line ends.
+    A line longer than `limit` bytes is MalformedStream: a server that never ends one would
+    otherwise grow it until the call's total timeout."""
+
+    def __init__(self, limit: int = 2 << 20) -> None:
+        self.limit = limit
+        self._rest = b""
+
+    def feed(self, piece: bytes) -> list[bytes]:
+        rest = self._rest + piece
+        if b"\n" not in piece:
+            self._rest = rest
+            self._check(rest)
+            return []
+        *lines, self._rest = rest.split(b"\n")
+        for line in lines:
+            self._check(line)
+        self._check(self._rest)
+        return lines
+
+    def flush(self) -> list[bytes]:
+        """The last line, when the body does not end with a line end."""
+        rest, self._rest = self._rest, b""
+        return [rest] if rest else []
+
+    def _check(self, line: bytes) -> None:
+        if len(line) > self.limit:
+            raise MalformedStream(f"a line of the answer is over {self.limit} bytes")
+
+
 class SSEDecoder:
     """Turns lines of a `text/event-stream` into the data payload of each event."""
 

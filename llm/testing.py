@@ -212,6 +212,8 @@ class FakeOpenAIServer:
         self.embed_formats: list[str] = []  # `encoding_format` of each `/embeddings` call
         self.embed_inputs: list[str] = []  # every text it embedded
         self.embed_calls = 0
+        # The client's port of each request: one port, one TCP connection (kept alive).
+        self.client_ports: list[int] = []
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.app = Starlette(
@@ -233,6 +235,7 @@ class FakeOpenAIServer:
         self.embed_calls = 0
         self.embed_formats.clear()
         self.embed_inputs.clear()
+        self.client_ports.clear()
 
     def push(self, *replies: Reply) -> None:
         self.script.extend(replies)
@@ -258,7 +261,12 @@ class FakeOpenAIServer:
         chunks = [text[i : i + size] for i in range(0, len(text), size)]
         return Reply(chunks, delay=self.echo_delay, chunk_delay=self.echo_chunk_delay)
 
+    def _seen(self, request: Request) -> None:
+        if self.record and request.client is not None:
+            self.client_ports.append(request.client.port)
+
     async def _completions(self, request: Request) -> Response:
+        self._seen(request)
         body = orjson.loads(await request.body())
         if self.record:
             self.requests.append(body)
@@ -316,10 +324,12 @@ class FakeOpenAIServer:
             self.disconnected += 1
             raise
 
-    async def _models(self, _: Request) -> Response:
+    async def _models(self, request: Request) -> Response:
+        self._seen(request)
         return _json({"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
     async def _embeddings(self, request: Request) -> Response:
+        self._seen(request)
         body = orjson.loads(await request.body())
         self.embed_calls += 1
         if self.embed_delay:

@@ -21,6 +21,20 @@ class ProviderConfig:
 
 
 @dataclass(frozen=True)
+class HTTPConfig:
+    """How a provider's HTTP client waits and pools. `read_timeout` bounds each wait for bytes
+    (a server that hangs), `total_timeout` a whole call with its body (a server that trickles
+    forever); at most `max_connections` open to one server, idle ones kept `keepalive` seconds."""
+
+    connect_timeout: float
+    read_timeout: float
+    total_timeout: float | None = None
+    max_connections: int = 64
+    # Under the 5 s that uvicorn (and so many model servers) keeps an idle connection open.
+    keepalive: float = 4.0
+
+
+@dataclass(frozen=True)
 class PromptMessage:
     role: Role
     content: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import httpx
 import numpy as np
@@ -17,14 +17,15 @@ from starlette.routing import Route
 
 from llm.embeddings import OpenAIEmbedder
 from llm.errors import LLMError, MalformedStream, ProviderHTTPError, ProviderTimeout
-from llm.http import HTTPClient
-from llm.openai import OpenAIChatModel, new_session
+from llm.openai import OpenAIChatModel
+from llm.provider import Provider
 from llm.testing import FakeOpenAIServer, Reply, embed_text, serve_in_thread, stop_thread_server
 from llm.types import (
     CompletionRequest,
     ContentDelta,
     Delta,
     Finish,
+    HTTPConfig,
     PromptMessage,
     ProviderConfig,
     ToolCalls,
@@ -40,14 +41,21 @@ WEATHER_TOOL = {
 }
 
 
+HTTP = HTTPConfig(connect_timeout=5, read_timeout=5)
+
+
 @pytest.fixture
-async def session() -> AsyncIterator[HTTPClient]:
-    async with new_session(connect_timeout=5, read_timeout=5) as s:
-        yield s
+async def provider() -> AsyncIterator[Callable[..., Provider]]:
+    """Providers at the given base URLs, closed after the test."""
+    made: list[Provider] = []
 
+    def at(base_url: str, http: HTTPConfig = HTTP) -> Provider:
+        made.append(Provider(ProviderConfig(role="test", base_url=base_url, model="fake"), http))
+        return made[-1]
 
-def _config(base_url: str) -> ProviderConfig:
-    return ProviderConfig(role="test", base_url=base_url, model="fake")
+    yield at
+    for one in made:
+        await one.aclose()
 
 
 async def _stream(chat: OpenAIChatModel, request: CompletionRequest) -> list[Delta]:
@@ -55,9 +63,9 @@ async def _stream(chat: OpenAIChatModel, request: CompletionRequest) -> list[Del
 
 
 async def test_streamed_tool_calls_come_out_whole_and_go_back_as_history(
-    model: FakeOpenAIServer, model_url: str, session: HTTPClient
+    model: FakeOpenAIServer, model_url: str, provider: Callable[..., Provider]
 ) -> None:
-    chat = OpenAIChatModel(_config(model_url), session)
+    chat = OpenAIChatModel(provider(model_url))
     model.push(Reply(["Let me ", "check."], tool_calls=[
         {"name": "get_weather", "arguments": {"city": "Київ"}},
         {"name": "get_weather", "arguments": '{"city": "Lviv"}', "id": "call_lviv"},
@@ -96,10 +104,10 @@ async def test_streamed_tool_calls_come_out_whole_and_go_back_as_history(
 
 
 async def test_a_request_without_tools_sends_none(
-    model: FakeOpenAIServer, model_url: str, session: HTTPClient
+    model: FakeOpenAIServer, model_url: str, provider: Callable[..., Provider]
 ) -> None:
     model.push(Reply(["plain"]))
-    deltas = await _stream(OpenAIChatModel(_config(model_url), session),
+    deltas = await _stream(OpenAIChatModel(provider(model_url)),
                            CompletionRequest([PromptMessage("user", "hi")]))
     assert not any(isinstance(d, ToolCalls) for d in deltas)
     assert "tools" not in model.requests[-1] and "tool_choice" not in model.requests[-1]
@@ -122,9 +130,9 @@ TEXTS = ["the cat sat", "a dog ran", "Кіт спить", "tax deadline", "the c
 
 
 async def test_embeddings_come_batched_in_input_order_as_unit_vectors(
-    model: FakeOpenAIServer, model_url: str, session: HTTPClient
+    model: FakeOpenAIServer, model_url: str, provider: Callable[..., Provider]
 ) -> None:
-    embedder = OpenAIEmbedder(_config(model_url), session, batch_size=2)
+    embedder = OpenAIEmbedder(provider(model_url), batch_size=2)
     with pytest.raises(RuntimeError, match="first embed call"):
         _ = embedder.dim
 
@@ -140,13 +148,13 @@ async def test_embeddings_come_batched_in_input_order_as_unit_vectors(
 
 
 async def test_embedding_failures_are_llm_errors(
-    model: FakeOpenAIServer, model_url: str, session: HTTPClient
+    model: FakeOpenAIServer, model_url: str, provider: Callable[..., Provider]
 ) -> None:
     with pytest.raises(LLMError, match="expected 128"):
-        await OpenAIEmbedder(_config(model_url), session, dim=128).embed(["x"])
+        await OpenAIEmbedder(provider(model_url), dim=128).embed(["x"])
     model.embed_status = 500
     with pytest.raises(ProviderHTTPError) as caught:
-        await OpenAIEmbedder(_config(model_url), session).embed(["x"])
+        await OpenAIEmbedder(provider(model_url)).embed(["x"])
     assert caught.value.status == 500
 
 
@@ -192,9 +200,9 @@ def odd_server() -> Iterator[str]:
 
 
 async def test_vectors_are_matched_to_inputs_by_index_not_by_position(
-    odd_server: str, session: HTTPClient
+    odd_server: str, provider: Callable[..., Provider]
 ) -> None:
-    vectors = await OpenAIEmbedder(_config(f"{odd_server}/reversed"), session).embed(["a", "b"])
+    vectors = await OpenAIEmbedder(provider(f"{odd_server}/reversed")).embed(["a", "b"])
     assert np.allclose(vectors, [[1.0, 0.0], [0.6, 0.8]])  # and normalised
 
 
@@ -202,18 +210,18 @@ ODD_FORMATS: list[str] = []
 
 
 async def test_a_server_that_refuses_base64_is_asked_for_floats_from_then_on(
-    odd_server: str, session: HTTPClient
+    odd_server: str, provider: Callable[..., Provider]
 ) -> None:
-    embedder = OpenAIEmbedder(_config(f"{odd_server}/floats-only"), session)
+    embedder = OpenAIEmbedder(provider(f"{odd_server}/floats-only"))
     assert np.allclose(await embedder.embed(["a", "b"]), [[1.0, 0.0], [2 ** -0.5, 2 ** -0.5]])
     assert np.allclose(await embedder.embed(["c"]), [[1.0, 0.0]])
     assert ODD_FORMATS == ["base64", "float", "float"]  # refused once, never asked again
 
 
 async def test_once_base64_came_back_a_refused_input_is_not_asked_again_for_floats(
-    model: FakeOpenAIServer, model_url: str, session: HTTPClient
+    model: FakeOpenAIServer, model_url: str, provider: Callable[..., Provider]
 ) -> None:
-    embedder = OpenAIEmbedder(_config(model_url), session)
+    embedder = OpenAIEmbedder(provider(model_url))
     await embedder.embed(["fine"])
     model.embed_reject = "poison"
     with pytest.raises(ProviderHTTPError):
@@ -223,54 +231,15 @@ async def test_once_base64_came_back_a_refused_input_is_not_asked_again_for_floa
 
 @pytest.mark.parametrize("kind", ["ragged", "missing", "html", "bad-base64"])
 async def test_garbage_from_an_embeddings_server_is_malformed(
-    odd_server: str, session: HTTPClient, kind: str
+    odd_server: str, provider: Callable[..., Provider], kind: str
 ) -> None:
     with pytest.raises(MalformedStream):
-        await OpenAIEmbedder(_config(f"{odd_server}/{kind}"), session).embed(["a", "b"])
+        await OpenAIEmbedder(provider(f"{odd_server}/{kind}")).embed(["a", "b"])
 
 
-async def test_a_slow_embeddings_server_times_out(odd_server: str) -> None:
-    async with new_session(connect_timeout=5, read_timeout=0.2) as session:
-        with pytest.raises(ProviderTimeout):
-            await OpenAIEmbedder(_config(f"{odd_server}/slow"), session).embed(["a"])
-
-
-async def test_a_connection_closed_before_any_answer_is_retried_once_on_a_fresh_one() -> None:
-    """What a pooled keep-alive connection looks like when the server dropped it: the request
-    goes out, the socket closes, no byte comes back. Nothing reached the model, so the client
-    sends it again; a server that always does that still fails the call."""
-    body = json.dumps({"data": [{"index": 0, "embedding": [1.0, 0.0]}]}).encode()
-    seen: list[int] = []
-    always_drop = False
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:  # keep-alive: requests one after another on this connection
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except asyncio.IncompleteReadError:  # the client closed it
-                return
-            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-            await reader.readexactly(length)
-            seen.append(1)
-            if always_drop or len(seen) == 1:
-                writer.close()  # read the request, answer nothing
-                return
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-            await writer.drain()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with new_session(connect_timeout=5, read_timeout=5) as session:
-            embedder = OpenAIEmbedder(_config(f"http://127.0.0.1:{port}/v1"), session)
-            assert len(await embedder.embed(["a"])) == 1
-            assert len(seen) == 2
-            always_drop = True
-            with pytest.raises(LLMError) as failed:
-                await embedder.embed(["b"])
-            assert failed.value.code == "provider_disconnected"
-            assert len(seen) == 4  # one retry, not a loop
-    finally:
-        server.close()
-        await server.wait_closed()
+async def test_a_slow_embeddings_server_times_out(
+    odd_server: str, provider: Callable[..., Provider]
+) -> None:
+    slow = provider(f"{odd_server}/slow", HTTPConfig(connect_timeout=5, read_timeout=0.2))
+    with pytest.raises(ProviderTimeout):
+        await OpenAIEmbedder(slow).embed(["a"])

@@ -13,10 +13,9 @@ import pytest
 from llm.batching import BatchedQueries
 from llm.embeddings import OpenAIEmbedder
 from llm.errors import ProviderHTTPError
-from llm.http import HTTPClient
-from llm.openai import new_session
+from llm.provider import Provider
 from llm.testing import FakeOpenAIServer, embed_text
-from llm.types import ProviderConfig
+from llm.types import HTTPConfig, ProviderConfig
 
 IN_FLIGHT = 0.3  # seconds the fake takes to answer each /embeddings request
 
@@ -29,20 +28,20 @@ def slow(model: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
 
 
 @pytest.fixture
-async def session() -> AsyncIterator[HTTPClient]:
-    async with new_session(connect_timeout=5, read_timeout=5) as s:
-        yield s
-
-
-def _batched(model_url: str, session: HTTPClient, in_flight: int) -> BatchedQueries:
+async def server(model_url: str) -> AsyncIterator[Provider]:
     config = ProviderConfig(role="embedder", base_url=model_url, model="fake")
-    return BatchedQueries(OpenAIEmbedder(config, session), in_flight=in_flight)
+    async with Provider(config, HTTPConfig(connect_timeout=5, read_timeout=5)) as provider:
+        yield provider
+
+
+def _batched(server: Provider, in_flight: int) -> BatchedQueries:
+    return BatchedQueries(OpenAIEmbedder(server), in_flight=in_flight)
 
 
 @pytest.fixture
-def queries(model_url: str, session: HTTPClient) -> BatchedQueries:
+def queries(server: Provider) -> BatchedQueries:
     """One request in flight at most: every query that arrives meanwhile waits for it."""
-    return _batched(model_url, session, in_flight=1)
+    return _batched(server, in_flight=1)
 
 
 async def _in_flight(queries: BatchedQueries, text: str) -> asyncio.Task[list[list[float]]]:
@@ -75,9 +74,9 @@ async def test_queries_that_wait_for_a_request_share_the_next_and_get_their_own_
 
 
 async def test_a_query_waits_only_while_every_request_allowed_is_out(
-    slow: FakeOpenAIServer, model_url: str, session: HTTPClient
+    slow: FakeOpenAIServer, server: Provider
 ) -> None:
-    queries = _batched(model_url, session, in_flight=2)
+    queries = _batched(server, in_flight=2)
     first = asyncio.create_task(queries.embed_query(["first"]))
     await asyncio.sleep(IN_FLIGHT / 4)
     second = asyncio.create_task(queries.embed_query(["second"]))  # a request is free: goes

@@ -7,7 +7,7 @@ import asyncio
 import io
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -22,10 +22,9 @@ from chat.store import PostgresChatStore
 from chat.tables import positional
 from llm.embeddings import OpenAIEmbedder
 from llm.errors import ProviderHTTPError
-from llm.http import HTTPClient
-from llm.openai import new_session
+from llm.provider import Provider
 from llm.testing import FakeOpenAIServer
-from llm.types import ProviderConfig
+from llm.types import HTTPConfig, ProviderConfig
 from memory.indexer import _CHAT_QUEUE, _CLAIM, _CLAIM_CHAT, Indexer, IndexerConfig
 from tests.backends import until_waiting
 from tests.integration.history import import_chat, out_of_line
@@ -41,17 +40,26 @@ def embedder_server() -> Iterator[tuple[FakeOpenAIServer, str]]:
     server.stop()
 
 
+Servers = Callable[[str], Provider]
+
+
 @pytest.fixture
-async def http() -> AsyncIterator[HTTPClient]:
-    session = new_session(connect_timeout=5, read_timeout=10)
-    yield session
-    await session.close()
+async def http() -> AsyncIterator[Servers]:
+    """Embedder servers by base URL, each with its own client, closed after the test."""
+    made: list[Provider] = []
+
+    def at(url: str) -> Provider:
+        config = ProviderConfig(role="embedder", base_url=url, model=MODEL)
+        made.append(Provider(config, HTTPConfig(connect_timeout=5, read_timeout=10)))
+        return made[-1]
+
+    yield at
+    for server in made:
+        await server.aclose()
 
 
-def _indexer(db: AsyncEngine, url: str, http: HTTPClient, **config: Any) -> Indexer:
-    embedder = OpenAIEmbedder(ProviderConfig(role="embedder", base_url=url, model=MODEL), http,
-                              dim=384)
-    return Indexer(db, embedder, MODEL, IndexerConfig(**config))
+def _indexer(db: AsyncEngine, url: str, http: Servers, **config: Any) -> Indexer:
+    return Indexer(db, OpenAIEmbedder(http(url), dim=384), MODEL, IndexerConfig(**config))
 
 
 async def _ids(engine: AsyncEngine, sql: str) -> set[uuid.UUID]:
@@ -65,7 +73,7 @@ async def _sql(engine: AsyncEngine, sql: str) -> None:
 
 
 async def test_a_message_the_embedder_rejects_is_parked_and_everything_else_is_indexed(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     chat_a, ana = await import_chat(engine, "t1", "ana", [
@@ -96,7 +104,7 @@ async def test_a_message_the_embedder_rejects_is_parked_and_everything_else_is_i
 
 
 async def test_a_provider_that_fails_blames_no_message(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     server, url = embedder_server
@@ -115,7 +123,7 @@ async def test_a_provider_that_fails_blames_no_message(
 
 
 async def test_a_long_messages_vector_stays_in_its_row(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     # 1,000 characters of distinct words: a full-text vector of ~1 KB besides the 384 floats,
@@ -152,7 +160,7 @@ async def test_reindex_ends_with_parked_messages_reports_them_and_retries_them_n
 
 
 async def test_live_messages_are_indexed_before_backfill(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     await import_chat(engine, "t", "ana", ["old one", "old two", "old three"])
@@ -166,7 +174,7 @@ async def test_live_messages_are_indexed_before_backfill(
 
 
 async def test_index_chat_waits_for_what_another_worker_is_indexing(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     chat, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
@@ -189,7 +197,7 @@ async def test_index_chat_waits_for_what_another_worker_is_indexing(
 
 
 async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after_its_wait(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     chat, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
@@ -210,7 +218,7 @@ async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after
 
 
 async def test_index_chat_up_to_a_position_waits_for_nothing_after_it(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     """A compaction pass needs its span indexed, not the newest rows it leaves in the window."""
@@ -230,7 +238,7 @@ async def test_index_chat_up_to_a_position_waits_for_nothing_after_it(
 
 
 async def test_a_running_steps_message_waits_and_is_then_written_with_the_vector_it_left(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     server, url = embedder_server
@@ -300,7 +308,7 @@ async def test_a_claim_looks_up_each_queued_messages_step_and_never_reads_every_
 
 
 async def test_a_chat_deleted_while_its_messages_are_written_waits_for_no_deadlock(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: HTTPClient,
+    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     # Deleting a chat locks its messages, then (the cascade) their queue rows. The indexer's

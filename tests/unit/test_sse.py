@@ -105,3 +105,16 @@ def test_a_step_answer_with_an_integer_past_64_bits_is_still_written() -> None:
     assert json.loads(StepJSON(content).body) == content
     assert json.loads(StepJSON({"usage": {"prompt_tokens": 3}}).body) == {
         "usage": {"prompt_tokens": 3}}
+
+
+def test_lines_come_whole_across_pieces_and_a_line_over_the_limit_is_malformed() -> None:
+    from llm.sse import LineSplitter
+
+    lines = LineSplitter(limit=8)
+    got = [*lines.feed(b"data: a\r"), *lines.feed(b"\n\nda"), *lines.feed(b"ta: b"),
+           *lines.flush()]
+    assert got == [b"data: a\r", b"", b"data: b"]
+    with pytest.raises(MalformedStream):
+        LineSplitter(limit=8).feed(b"data: 123")  # no line end yet, and already too long
+    with pytest.raises(MalformedStream):
+        LineSplitter(limit=8).feed(b"data: 123\n")
