@@ -20,7 +20,6 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from api.database import create_engine, create_memory_engine
 from api.embedders import build_embedder
 from api.reindex import Progress
 from api.settings import Settings
@@ -35,6 +34,7 @@ from bench.recall_metrics import (
 from chat.ports import ImportedMessage, NewChat
 from chat.store import PostgresChatStore
 from chat.types import ModelSettings
+from db.engine import create_engine
 from llm.openai import new_session
 from llm.tokens import TiktokenCounter
 from memory.indexer import Indexer
@@ -99,14 +99,14 @@ def _out_path(out: str, mode: str, several: bool) -> Path:
 async def run_recall_bench(settings: Settings, url: str, args: argparse.Namespace) -> int:
     dataset = load_dataset(args.dataset)
     tenant = f"bench-{uuid.uuid4().hex[:8]}"
-    engine, memory_db = create_engine(url, pool_size=2), create_memory_engine(url, pool_size=2)
+    engine = create_engine(url, pool_size=2)
     http = new_session(connect_timeout=settings.provider_connect_timeout,
                        read_timeout=settings.provider_read_timeout)
     try:
         embedder, provider = build_embedder(settings, http)
         counter = TiktokenCounter()
         turn_of = await _ingest(PostgresChatStore(engine), dataset, tenant, counter)
-        index_s = await _index(Indexer(memory_db, embedder, provider.model), len(turn_of))
+        index_s = await _index(Indexer(engine, embedder, provider.model), len(turn_of))
         print(f"dataset {args.dataset}: {len(dataset.conversations)} conversations, "
               f"{len(turn_of)} turns, {len(dataset.questions)} questions; embedder "
               f"{provider.model}; indexed in {index_s:.1f} s "
@@ -114,7 +114,7 @@ async def run_recall_bench(settings: Settings, url: str, args: argparse.Namespac
         base = settings.recall_config()
         # The whole ranked list, up to 20, is scored: no token cut for a benchmark.
         base = replace(base, max_items=20, budget_tokens=10**9, candidates=max(base.candidates, 40))
-        recall = PostgresRecall(memory_db, embedder, counter.count, base)
+        recall = PostgresRecall(engine, embedder, counter.count, base)
         modes = ["keyword", "dense", "hybrid"] if args.mode == "all" else [args.mode]
         for mode in modes:
             rows, wall = await _ask(recall, dataset, tenant, turn_of, replace(base, mode=mode))
@@ -127,5 +127,4 @@ async def run_recall_bench(settings: Settings, url: str, args: argparse.Namespac
             async with engine.begin() as conn:  # messages and their vectors go with the chats
                 await conn.execute(text("DELETE FROM chats WHERE tenant_id = :t"), {"t": tenant})
         await http.close()
-        await memory_db.dispose()
         await engine.dispose()

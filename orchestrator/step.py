@@ -14,13 +14,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from chat.outage import is_outage
 from chat.ports import (
     BegunStep,
     ChatStore,
     OpenStep,
     StepOutcome,
     StepStore,
+    StoreUnavailable,
 )
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.errors import LLMError
@@ -278,7 +278,8 @@ async def run_step(
             saved = await _persist(deps, started, answer, timings)
         except Exception as exc:  # the stream still ends cleanly, and says why
             log.exception("step %s: the answer could not be saved", begun.step_id)
-            why = "the database could not be reached" if is_outage(exc) else "saving it failed"
+            why = ("the database could not be reached" if isinstance(exc, StoreUnavailable)
+                   else "saving it failed")
             answer.status = "interrupted"
             answer.error = ("answer_not_saved", f"{why}; the answer was not saved (its last "
                             "flushed part is kept)")
@@ -419,11 +420,11 @@ async def _persist(
         try:
             written = await asyncio.shield(asyncio.ensure_future(write))
             break
-        except Exception as exc:
-            if not is_outage(exc) or time.monotonic() + delay > deadline:
-                raise  # a bug or bad data will not succeed on a retry
+        except StoreUnavailable as exc:  # a bug or bad data would not succeed on a retry
+            if time.monotonic() + delay > deadline:
+                raise
             log.warning("step %s: saving the answer failed (%s); trying again",
-                        started.begun.step_id, type(exc).__name__)
+                        started.begun.step_id, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
     if not written:
