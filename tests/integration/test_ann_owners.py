@@ -1,7 +1,8 @@
 """Which users' vectors go into the HNSW indexes (migration 0008), on real Postgres: a user joins
 them at the threshold, of messages or of facts, with every earlier row; recall and the fact
-store's duplicate checks find a user's rows in either state; an upgrade keeps the users of before
-in the indexes."""
+store's duplicate checks find a user's rows in either state; recall's statement for any user is
+planned for that user, the small users' form once a connection; an upgrade keeps the users of
+before in the indexes."""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from api.database import downgrade, migrate
 from chat.types import POSITION_GAP
 from db.engine import create_engine
-from db.statements import connect
+from db.statements import connect, fetch, positional
 from llm.onnx_embedder import OnnxMiniLM
 from memory.indexer import Indexer, IndexerConfig
-from memory.owners import count_written
+from memory.owners import ANN_FROM, count_written
 from memory.recall import RecallConfig
-from memory.search import PostgresRecall
+from memory.search import _FOR_ANY_USER, PostgresRecall, for_small_users
 from memory.store import FactConfig, PostgresFactStore
 from tests.integration.history import T0, import_chat
 
@@ -181,6 +182,32 @@ async def test_a_small_users_recall_with_one_plan_finds_what_the_form_for_anyone
             got = await known.recall("t", "ana", query, config=cfg, now=T0, **kwargs)
             assert [i.text for i in got.items] == [i.text for i in want.items], (mode, query)
             assert got.items, (mode, query)
+
+
+async def test_recall_for_any_user_is_planned_for_the_user_and_for_a_small_one_once(
+    engine: AsyncEngine, minilm: OnnxMiniLM, database_url: str
+) -> None:
+    # Connections make one generic plan of a statement (db/engine.py); recall's statement for any
+    # user must be planned for its user, or a user of a million rows gets a small user's plan
+    # (bench/README.md, recall at scale). Postgres counts the plans of each prepared statement.
+    chat_id, _ = await import_chat(engine, "t", "ana", ANA)
+    await Indexer(engine, minilm, minilm.name).index_chat(chat_id)
+    alone = create_engine(database_url, pool_size=1)  # used by one call at a time: one connection
+    try:
+        recall = PostgresRecall(alone, minilm, lambda s: len(s.split()), RecallConfig())
+        for _ in range(3):  # not known yet, then known to be small
+            assert (await recall.recall("t", "ana", "where is the spare key?")).items
+        async with connect(alone) as conn:
+            plans = {row["statement"]: (row["generic_plans"], row["custom_plans"])
+                     for row in await fetch(conn, text(
+                         "SELECT statement, generic_plans, custom_plans "
+                         "FROM pg_prepared_statements"), {})}
+        cfg = RecallConfig()
+        small = for_small_users(cfg.candidates, cfg.keyword_scan, ANN_FROM)
+        assert plans[positional(_FOR_ANY_USER.text)[0]] == (0, 1)
+        assert plans[positional(small.text)[0]] == (2, 0)
+    finally:
+        await alone.dispose()
 
 
 async def test_upgrading_to_0008_keeps_the_users_of_before_in_the_index(empty_url: str) -> None:
