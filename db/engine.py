@@ -46,6 +46,10 @@ def create_engine(url: str, *, pool_size: int = 20) -> AsyncEngine:
         # opened a connection, and prepared its statements on it, again.)
         pool_size=2 * pool_size,
         max_overflow=0,
+        # The connection given back last is the next one out: under a light load the same few
+        # serve, their statements prepared and planned already (a pool's FIFO order walks all
+        # of them, each preparing every statement once more).
+        pool_use_lifo=True,
         pool_recycle=POOL_RECYCLE,
         # Errors name the statement but never its parameters: they hold message text and keys.
         hide_parameters=True,
