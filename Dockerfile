@@ -6,6 +6,7 @@ COPY pyproject.toml README.md alembic.ini ./
 COPY api api
 COPY bench bench
 COPY chat chat
+COPY db db
 COPY llm llm
 COPY memory memory
 COPY orchestrator orchestrator

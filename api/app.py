@@ -19,7 +19,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import docs, problems
 from api.access import Access, RateLimiter, is_loopback
 from api.app_banner import EMBEDDED_BANNER, OPEN_BANNER
-from api.database import create_engine, create_memory_engine
 from api.edge import Edge, declare_keys
 from api.embedders import build_embedder, duplicate_cosine, embedder_server, served_dim
 from api.keys import KeyStore
@@ -32,6 +31,7 @@ from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.sweeper import sweep_forever
 from chat.window_cache import WindowCache
+from db.engine import create_engine
 from llm.batching import BatchedQueries
 from llm.embedded import EmbeddedChatServer
 from llm.errors import LLMError
@@ -165,17 +165,10 @@ class _Memory:
 
 
 async def _memory(
-    settings: Settings, db: AsyncEngine, recall_db: AsyncEngine, server: Provider | None,
-    counter: TiktokenCounter,
+    settings: Settings, db: AsyncEngine, server: Provider | None, counter: TiktokenCounter,
 ) -> _Memory:
     """The embedder, the fact store, recall and the indexer; all off, loudly, when the
-    database's vectors do not have the embedder's dimension (`jin reindex` fixes that).
-
-    `db` plans each statement for its parameters: recall of a user who may be in the HNSW index
-    needs that. Everything else runs on `recall_db`, whose statements are planned once per
-    connection: the indexer's and the fact store's plans do not depend on their parameters
-    (which index a fact lookup takes is settled by the statement chosen for the user), and
-    planning them at every call was ~0.2 ms of Postgres a step (bench/README.md, session 13)."""
+    database's vectors do not have the embedder's dimension (`jin reindex` fixes that)."""
     embedder, provider = build_embedder(settings, server)
     async with db.connect() as conn:
         stored = await conn.run_sync(current_dim)
@@ -195,16 +188,16 @@ async def _memory(
         )
         log.error("memory is OFF: %s", problem)
         return _Memory(provider, None, None, None, problem)
-    facts = PostgresFactStore(recall_db, embedder, provider.model,
+    facts = PostgresFactStore(db, embedder, provider.model,
                               FactConfig(duplicate_cosine=duplicate_cosine(settings),
                                          ann_from=settings.recall_ann_from))
     recall_config = settings.recall_config()
     # Steps running at once share their queries' requests to the embedder (llm/batching.py).
     queries = BatchedQueries(embedder, in_flight=settings.recall_query_requests)
     recall = PostgresRecall(db, queries, counter.count, recall_config,
-                            embedder_name=provider.model, small_users=recall_db,
+                            embedder_name=provider.model,
                             ann_from=settings.recall_ann_from) if recall_config.enabled else None
-    indexer = Indexer(recall_db, embedder, provider.model,
+    indexer = Indexer(db, embedder, provider.model,
                       IndexerConfig(batch_size=settings.indexer_batch_size,
                                     claim_seconds=settings.indexer_claim_seconds,
                                     ann_from=settings.recall_ann_from))
@@ -258,7 +251,10 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = create_engine(settings.database_url or "", pool_size=settings.db_pool_size)
+        # One pool for the worker: chats and memory alike (as many connections as the three
+        # pools it replaced had: settings.py).
+        engine = create_engine(settings.database_url or "", pool_size=(
+            settings.db_pool_size + 2 * max(2, settings.db_pool_size // 4)))
         try:  # who may call comes first: a start that must be refused refuses at once
             app.state.access = await _access(settings, engine)
         except BaseException:
@@ -275,14 +271,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         # The rows of the windows this worker read, which its next reads need not fetch again.
         windows = WindowCache(max_chars=settings.window_cache_chars)
         chats, counter = PostgresChatStore(engine, windows), TiktokenCounter()
-        memory_db = create_memory_engine(settings.database_url or "",
-                                         pool_size=max(2, settings.db_pool_size // 4))
-        # Recall of users known to be small, the indexer and the facts, planned once per
-        # connection (memory/search.py, _memory below).
-        recall_db = create_memory_engine(settings.database_url or "", generic_plans=True,
-                                         pool_size=max(2, settings.db_pool_size // 4))
-        memory = await _memory(settings, memory_db, recall_db, servers.get("embedder"),
-                               counter)
+        memory = await _memory(settings, engine, servers.get("embedder"), counter)
         compactor = Compactor(
             chats=chats,
             helper=OpenAIChatModel(servers["helper"]),
@@ -341,8 +330,6 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             await runtime.drain()
             for server in servers.values():
                 await server.aclose()
-            await recall_db.dispose()
-            await memory_db.dispose()
             await engine.dispose()
             if embedded is not None:
                 embedded.stop()

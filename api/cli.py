@@ -118,27 +118,26 @@ def _bench(args: argparse.Namespace) -> int:
     """Wire the recall benchmark (memory/evaluation/) to the configured database and embedder."""
     import asyncio
 
-    from api.database import create_engine, create_memory_engine
     from api.embedders import build_embedder, embedder_server
     from api.reindex import Progress
+    from db.engine import create_engine
     from memory.evaluation.benchmark import Plan, run_recall_benchmark
 
     settings = Settings()
     plan = Plan(dataset=args.dataset, mode=args.mode, out=args.out, keep=args.keep)
 
     async def run(url: str) -> int:
-        engine, memory_db = create_engine(url, pool_size=2), create_memory_engine(url, pool_size=2)
+        engine = create_engine(url, pool_size=2)
         server = embedder_server(settings)
         try:
             embedder, provider = build_embedder(settings, server)
             return await run_recall_benchmark(
-                plan, engine, memory_db, embedder, provider.model, settings.recall_config(),
+                plan, engine, embedder, provider.model, settings.recall_config(),
                 lambda label, total: Progress(label, total, sys.stderr),
             )
         finally:
             if server is not None:
                 await server.aclose()
-            await memory_db.dispose()
             await engine.dispose()
 
     with _migrated(settings) as url:
@@ -149,8 +148,8 @@ def _keys(args: argparse.Namespace) -> int:
     """Create, list or revoke API keys; a new key is printed once and never stored."""
     import asyncio
 
-    from api.database import create_engine
     from api.keys import BadKeyRequest, KeyStore
+    from db.engine import create_engine
 
     async def run(url: str) -> int:
         engine = create_engine(url, pool_size=1)
@@ -179,8 +178,8 @@ def _audit(args: argparse.Namespace) -> int:
     """Look for lost, duplicated or orphaned rows; exit 1 when there are any."""
     import asyncio
 
-    from api.database import create_engine
     from chat.audit import audit
+    from db.engine import create_engine
 
     async def run(url: str) -> int:
         engine = create_engine(url, pool_size=1)

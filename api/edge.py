@@ -24,7 +24,7 @@ from api import logs
 from api.access import Access, Caller, Denied, RateLimiter, is_loopback
 from api.metrics import Metrics
 from api.problems import database_unavailable, problem_response
-from chat.outage import is_outage
+from db.errors import is_outage
 
 log = logging.getLogger("jin.access")
 

@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from chat.outage import is_outage
+from db.errors import StoreUnavailable, is_outage
 from orchestrator.errors import StepError
 
 log = logging.getLogger("jin.api")
@@ -144,6 +144,13 @@ def install(app: FastAPI) -> None:
         ]
         return problem_response(422, "invalid_request", "the request is not valid", errors=errors)
 
+    @app.exception_handler(StoreUnavailable)
+    async def _unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        log.warning("database unavailable: %s", type(exc.__cause__).__name__)
+        return database_unavailable()
+
+    # What SQL outside the stores raises (api/keys.py runs its own): SQLAlchemy's error, or the
+    # driver's.
     @app.exception_handler(DBAPIError)
     async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
         return _database_problem(exc, exc.orig)
@@ -177,7 +184,7 @@ def database_unavailable() -> JSONResponse:
 
 
 def _database_problem(exc: BaseException, cause: BaseException | None) -> JSONResponse:
-    """503 while the database is away (chat/outage.py), else 500; `cause` the driver's error."""
+    """503 while the database is away (db/errors.py), else 500; `cause` the driver's error."""
     if is_outage(exc):
         log.warning("database unavailable: %s", type(cause).__name__)
         return database_unavailable()

@@ -21,10 +21,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_memory_engine
 from api.embedders import build_embedder, embedder_server
 from api.settings import Settings
-from chat.tables import fetch
+from db.engine import create_engine
+from db.statements import connect, fetch
 from memory.indexer import Indexer, IndexerConfig
 from migrations.embedding_dim import current_dim, resize
 
@@ -95,7 +95,7 @@ def _resize(connection: Connection, dim: int) -> None:
 
 
 async def reindex(settings: Settings, url: str, out: TextIO = sys.stderr) -> dict[str, Any]:
-    db = create_memory_engine(url, pool_size=2)
+    db = create_engine(url, pool_size=2)
     server = embedder_server(settings)
     try:
         embedder, provider = build_embedder(settings, server)
@@ -120,8 +120,7 @@ async def _messages(
     db: AsyncEngine, embedder: Any, name: str, settings: Settings, out: TextIO
 ) -> tuple[int, int]:
     """(messages indexed, messages parked: the embedder rejected them alone, again and again)."""
-    auto = db.execution_options(isolation_level="AUTOCOMMIT")
-    async with auto.connect() as conn:
+    async with connect(db) as conn:
         await fetch(conn, _ENQUEUE, {"name": name})
         await fetch(conn, _RETRY_PARKED, {})
     indexer = Indexer(db, embedder, name, IndexerConfig(
@@ -147,17 +146,16 @@ async def _messages(
 
 
 async def _facts(db: AsyncEngine, embedder: Any, name: str, batch: int, out: TextIO) -> int:
-    auto = db.execution_options(isolation_level="AUTOCOMMIT")
-    async with auto.connect() as conn:
+    async with connect(db) as conn:
         total = int((await fetch(conn, _FACT_COUNT, {"name": name}))[0][0])
     progress = Progress("facts", total, out)
     while True:
-        async with auto.connect() as conn:
+        async with connect(db) as conn:
             rows = await fetch(conn, _STALE_FACTS, {"name": name, "n": batch})
         if not rows:
             break
         vectors = await embedder.embed([row["text"] for row in rows])
-        async with auto.connect() as conn:
+        async with connect(db) as conn:
             await fetch(conn, _SET_FACTS, {
                 "name": name, "ids": [row["id"] for row in rows],
                 "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],

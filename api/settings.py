@@ -34,9 +34,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    # Connections per worker process: up to twice this for chats, and twice a quarter of it for
-    # memory, kept open once made. Keep workers x 2.5 x this under the server's max_connections
-    # (100 by default).
+    # Connections per worker process: one pool, for chats and memory, of up to 2 x (this +
+    # 2 x max(2, this / 4)), kept open once made (28 at 10: what its three pools had before).
+    # Keep workers x 2.5 x this under the server's max_connections (100 by default).
     db_pool_size: int = Field(default=10, ge=1, le=500)
     # Characters of window rows a worker keeps from step to step (chat/window_cache.py), so that
     # a chat's next step reads only its new rows whole; 0 keeps none.

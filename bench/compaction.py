@@ -29,13 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sqlalchemy import text  # noqa: E402
 
-from api.database import create_engine, create_memory_engine  # noqa: E402
 from bench.harness import database  # noqa: E402
 from chat.ports import NewChat  # noqa: E402
 from chat.steps import PostgresStepStore  # noqa: E402
 from chat.store import PostgresChatStore  # noqa: E402
 from chat.testing import append_rows  # noqa: E402
 from chat.types import MESSAGE_OVERHEAD, ModelSettings  # noqa: E402
+from db.engine import create_engine  # noqa: E402
 from llm.onnx_embedder import OnnxMiniLM  # noqa: E402
 from llm.tokens import TiktokenCounter  # noqa: E402
 from llm.types import CompletionRequest, ContentDelta, Delta, Finish  # noqa: E402
@@ -99,7 +99,6 @@ def tool_exchange(n: int) -> list[tuple[str, str, dict, int]]:
 
 async def run(turns: int, db_url: str) -> None:
     engine = create_engine(db_url, pool_size=4)
-    memory_db = create_memory_engine(db_url, pool_size=2)
     chats, steps = PostgresChatStore(engine), PostgresStepStore(engine)
     helper = LossyHelper()
     embedder = OnnxMiniLM()
@@ -107,7 +106,7 @@ async def run(turns: int, db_url: str) -> None:
         chats=chats, steps=steps, brain=EchoBrain(), counter=COUNTER,
         config=StepConfig(context_window=8192, answer_reserve_tokens=1024),
         compactor=Compactor(chats, helper, "lossy-helper", COUNTER,
-                            facts=PostgresFactStore(memory_db, embedder, embedder.name)),
+                            facts=PostgresFactStore(engine, embedder, embedder.name)),
     )
     chat = await chats.create_chat(NewChat(
         "bench", "u", "bench", "You are a coding assistant.", ModelSettings(), "queue"))
@@ -172,7 +171,6 @@ async def run(turns: int, db_url: str) -> None:
     cheap = sum(m.token_count + MESSAGE_OVERHEAD for m in prepass(rows, 20, COUNTER))
     print(f"pre-pass alone on the transcript ({len(rows):,} rows): {raw:,} -> {cheap:,} tokens "
           f"({1 - cheap / raw:.1%} saved)")
-    await memory_db.dispose()
     await engine.dispose()
 
 

@@ -23,7 +23,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.database import create_engine  # noqa: E402
 from bench.harness import database, fake_model, jin_worker, tree_cpu  # noqa: E402
 from bench.step_overhead import (  # noqa: E402
     client_session,
@@ -33,6 +32,7 @@ from bench.step_overhead import (  # noqa: E402
     speed_probe,
     step,
 )
+from db.engine import create_engine  # noqa: E402
 
 
 async def grow(args: argparse.Namespace, db_url: str, jin_url: str, model_url: str) -> None:

@@ -32,10 +32,10 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
-from api.database import create_engine
 from bench.harness import balancer, database, fake_model, jin_worker
 from bench.step_overhead import FILLER, pct
 from chat.audit import audit
+from db.engine import create_engine
 
 SSE = {"Accept": "text/event-stream"}
 RETRY_STATUS = {409, 429, 500, 502, 503, 504}  # safe to retry: the idempotency key dedupes

@@ -8,9 +8,10 @@ The table of the migrations holds a user of each of --sizes and --mid-sizes rows
 --small-users users of 100 rows, spread over --tenants tenants, their rows interleaved in time as
 traffic leaves them. Vectors are synthetic and clustered: 200 topics x 20 subtopics, a row is a
 subtopic plus noise, unit length; queries are drawn the same way. For each measured user, the
-dense list of memory/search.py (taken from its statement) runs on the memory engine (custom
-plans, iterative HNSW scans) as the planner chooses, then with the plan forced each way: exact
-(the owner index and a sort, what a per-user filter costs without a vector index) and HNSW. It
+dense list of memory/search.py (taken from its statement) runs on jin's engine (iterative HNSW
+scans), planned for its parameters as recall's form for any user is: as the planner chooses,
+then with the plan forced each way: exact (the owner index and a sort, what a per-user filter
+costs without a vector index) and HNSW. It
 prints p50/p95 at the client, exact/production ratios, recall@k against exact (k is
 RecallConfig.candidates unless --candidates), EXPLAIN (ANALYZE, BUFFERS) per user, the table and
 index sizes and the HNSW build time; small users must get min(k, rows) rows back. Then
@@ -48,8 +49,9 @@ import numpy as np
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_memory_engine, migrate
-from chat.tables import fetch, positional
+from api.database import migrate
+from db.engine import create_engine
+from db.statements import Connection, connect, fetch, positional
 from memory.indexer import IndexerConfig
 from memory.recall import RecallConfig
 
@@ -351,10 +353,11 @@ def _params(owner: Owner, vector: np.ndarray, k: int) -> dict[str, Any]:
             "shown_from": None, "shown_at": None}
 
 
-async def _set(conn: Any, settings: Settings, reset: bool = False) -> None:
-    raw = (await conn.get_raw_connection()).driver_connection
-    for name, value in settings:
-        await raw.execute(f"RESET {name}" if reset else f"SET {name} = {value}")
+async def _set(conn: Connection, settings: Settings, reset: bool = False) -> None:
+    # Every statement planned for its parameters, as recall's form for any user is
+    # (memory/search.py).
+    for name, value in (("plan_cache_mode", "force_custom_plan"), *settings):
+        await conn.raw.execute(f"RESET {name}" if reset else f"SET {name} = {value}")
 
 
 async def run(
@@ -367,7 +370,7 @@ async def run(
     ms: list[float] = []
     ids: list[list[uuid.UUID]] = []
     distances: list[list[float]] = []
-    async with engine.connect() as conn:
+    async with connect(engine) as conn:
         await _set(conn, settings)
         try:
             deadline = time.perf_counter() + WARMUP_S
@@ -390,7 +393,7 @@ async def explain(
     engine: AsyncEngine, statement: TextClause, owner: Owner, vector: np.ndarray, k: int,
     settings: Settings = (),
 ) -> str:
-    async with engine.connect() as conn:
+    async with connect(engine) as conn:
         await _set(conn, settings)
         rows = await fetch(conn, text(f"EXPLAIN (ANALYZE, BUFFERS) {statement}"),
                            _params(owner, vector, k))
@@ -579,8 +582,8 @@ async def measure_variant(
 
 
 async def print_setup(engine: AsyncEngine, facts: dict[str, float]) -> None:
-    async with engine.connect() as conn:
-        raw = (await conn.get_raw_connection()).driver_connection
+    async with connect(engine) as conn:
+        raw = conn.raw
         shown = await raw.fetch(
             "SELECT name, current_setting(name) AS value FROM pg_settings WHERE name = ANY($1) "
             "ORDER BY name",
@@ -623,7 +626,7 @@ async def measure(
     url: str, layout: Layout, facts: dict[str, float], n: int, k: int,
     copy_partitions: int | None,
 ) -> None:
-    engine = create_memory_engine(url, pool_size=2)
+    engine = create_engine(url, pool_size=2)
     try:
         raw = await _connect(url)
         await _drop_statistics(raw)  # left over by an interrupted run
@@ -631,8 +634,8 @@ async def measure(
         await print_setup(engine, facts)
         # Two cores: anything else running moves the figures; the load average says if it did.
         print(f"\nload average (1 min) at the start: {os.getloadavg()[0]:.2f}")
-        print(f"{n} queries per user, p50 / p95 in ms at the client (memory engine); the dense "
-              f"list is {k} long (LIMIT {k}).")
+        print(f"{n} queries per user, p50 / p95 in ms at the client (planned for their "
+              f"parameters); the dense list is {k} long (LIMIT {k}).")
         print("| memories | plan chosen | production | exact | exact/prod. p50 | HNSW forced | "
               f"recall@{k} prod., lost, distance | recall@{k} HNSW | fewest rows prod. / HNSW | "
               "whole candidate stmt | peer |")

@@ -41,7 +41,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from api.database import create_engine  # noqa: E402
 from bench.harness import (  # noqa: E402
     _wait_ready,
     children,
@@ -50,6 +49,7 @@ from bench.harness import (  # noqa: E402
     free_port,
 )
 from bench.step_overhead import client_session, make_chats, pct, settle, step  # noqa: E402
+from db.engine import create_engine  # noqa: E402
 
 
 @dataclass

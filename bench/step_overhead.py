@@ -39,9 +39,9 @@ from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.database import create_engine  # noqa: E402
 from bench.harness import PIDS, database, fake_model, jin_worker, tree_cpu  # noqa: E402
 from chat.testing import seed_history, seed_summary  # noqa: E402
+from db.engine import create_engine  # noqa: E402
 
 SUMMARISED_ABOVE = 60  # seeded chats longer than this get a summary row...
 KEPT_AFTER_SUMMARY = 40  # ...before their newest 40 rows

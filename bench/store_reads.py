@@ -4,7 +4,7 @@
 
 A chat of 1,000 seeded messages in a throwaway Postgres (or DATABASE_URL). The history page of
 200 rows (`list_messages`) and a compaction pass's read of a 75-row span (`read_span`) as the
-store runs them (chat.tables.checkout and fetch), and the same statements through SQLAlchemy's
+store runs them (db.statements: connect and fetch), and the same statements through SQLAlchemy's
 Connection and result rows (the store's way before session 9), alternating by round. Prints the
 calling process's CPU a call (the worker's share), medians over the rounds, and checks that both
 ways give the same rows. Never passes or fails on time.
@@ -26,13 +26,13 @@ from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.database import create_engine  # noqa: E402
 from bench.harness import database  # noqa: E402
 from chat.ports import NewChat  # noqa: E402
 from chat.store import SPAN_SQL, PostgresChatStore, history_query  # noqa: E402
 from chat.tables import message_from_row  # noqa: E402
 from chat.testing import seed_history  # noqa: E402
 from chat.types import POSITION_GAP, ModelSettings  # noqa: E402
+from db.engine import create_engine  # noqa: E402
 
 PAGE, SPAN = 200, 75
 

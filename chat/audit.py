@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from db.statements import connect, fetch
+
 # name -> (what a finding means, a query returning the ids of the offending rows)
 CHECKS: dict[str, tuple[str, str]] = {
     "step_without_user_message": (
@@ -105,17 +107,16 @@ async def audit(engine: AsyncEngine) -> Audit:
     two checks disagree."""
     counts: dict[str, int] = {}
     samples: dict[str, list[str]] = {}
-    async with engine.connect() as conn:
-        await conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+    async with connect(engine) as conn, conn.raw.transaction(
+            isolation="repeatable_read", readonly=True):
         for name, (_, query) in CHECKS.items():
-            rows = (await conn.execute(text(
-                f"SELECT count(*) OVER () AS n, x.* FROM ({query}) x LIMIT 5"))).all()
+            rows = await fetch(conn, text(
+                f"SELECT count(*) OVER () AS n, x.* FROM ({query}) x LIMIT 5"), {})
             counts[name] = rows[0][0] if rows else 0
             if rows:
                 samples[name] = [str(row[1]) for row in rows]
-        totals = (await conn.execute(text(
+        [totals] = await fetch(conn, text(
             "SELECT (SELECT count(*) FROM chats), (SELECT count(*) FROM messages), "
-            "(SELECT count(*) FROM steps)"))).one()
-        await conn.rollback()
+            "(SELECT count(*) FROM steps)"), {})
     rows = {"chats": totals[0], "messages": totals[1], "steps": totals[2]}
     return Audit(counts=counts, samples=samples, rows=rows)

@@ -23,14 +23,10 @@ from sqlalchemy import text
 
 from chat.ports import BegunStep, OpenStep
 from chat.store import WINDOW_CTES, WINDOW_NAMES, read_window, window_from_rows, window_union
-from chat.tables import (
-    CHAT_COLUMNS,
-    Driver,
-    chat_from_row,
-    fetch,
-)
+from chat.tables import CHAT_COLUMNS, chat_from_row
 from chat.types import MAX_POSITION, MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Window
 from chat.window_cache import NOTHING_HELD, WindowCache, window_messages
+from db.statements import Connection, fetch
 
 _CHAT_NAMES = [c.strip() for c in CHAT_COLUMNS.split(",")]
 _HEAD = [*(f"c_{c}" for c in _CHAT_NAMES), "begun", "last_position", "user_created_at"]
@@ -85,7 +81,7 @@ WHERE EXISTS (SELECT 1 FROM pos)""")
 
 
 async def open_at_once(
-    conn: Driver, request: OpenStep, budget: int, held: WindowCache | None = None
+    conn: Connection, request: OpenStep, budget: int, held: WindowCache | None = None
 ) -> tuple[Chat, Window, BegunStep] | None:
     """The step opened in one statement, its window read for a tail budget of `budget`; None
     when it could not be (nothing was written then, and no lease taken). `held`: the rows this

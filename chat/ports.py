@@ -1,4 +1,8 @@
-"""The ChatStore and StepStore ports. Pure: protocols only."""
+"""The ChatStore and StepStore ports. Pure: protocols only.
+
+While the database is away, a method of either raises StoreUnavailable (declared by the database
+seam, db/errors.py; retry later); no driver's error crosses a port.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from chat.types import BusyPolicy, Chat, Message, ModelSettings, Page, StepRecord, Window
+from db.errors import StoreUnavailable as StoreUnavailable
 
 
 @dataclass(frozen=True)

@@ -30,16 +30,13 @@ from chat.tables import (
     CHAT_COLUMNS,
     MESSAGE_COLUMNS,
     STEP_COLUMNS,
-    Driver,
     chat_from_row,
-    checkout,
-    fetch,
-    json_text,
     message_from_row,
     step_from_row,
 )
 from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Window
 from chat.window_cache import WindowCache
+from db.statements import Connection, connect, fetch, json_text
 
 # Take the lease if it is free or expired; `previous_step` is the holder whose lease ran out.
 _ACQUIRE = text(f"""
@@ -188,12 +185,13 @@ SELECT CAST(:assistant_id AS uuid) WHERE NOT EXISTS (SELECT 1 FROM st) AND EXIST
 
 
 class PostgresStepStore:
+    """Each method here is one statement, or statements that need no common snapshot, so they
+    run in autocommit: one round trip each instead of BEGIN, statement, COMMIT."""
+
     def __init__(self, engine: AsyncEngine, windows: WindowCache | None = None) -> None:
         """`windows`: the rows of windows read before (chat/window_cache.py), shared with the
         worker's chat store."""
-        # Each method here is one statement, or statements that need no common snapshot, so
-        # they run in autocommit: one round trip each instead of BEGIN, statement, COMMIT.
-        self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._db = engine
         self._windows = WindowCache() if windows is None else windows
 
     async def open(self, request: OpenStep) -> OpenResult:
@@ -203,7 +201,7 @@ class PostgresStepStore:
         }
         # The lease makes this chat ours until we release it, so the statements after it need
         # no transaction of their own: each is atomic, and nobody else writes the turn.
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             try:
                 if request.default_budget is not None:
                     opened = await open_at_once(
@@ -234,17 +232,17 @@ class PostgresStepStore:
         self, tenant_id: str, chat_id: uuid.UUID, holder_id: uuid.UUID, ttl: float
     ) -> Chat | LeaseBusy | LeaseMissing:
         params = {"chat": chat_id, "t": tenant_id, "step": holder_id, "ttl": ttl}
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             return await _take_lease(conn, params)
 
     async def release(self, chat_id: uuid.UUID, holder_id: uuid.UUID) -> None:
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             await fetch(conn, _RELEASE, {"chat": chat_id, "step": holder_id})
 
     async def sweep_expired(self, limit: int = 100) -> int:
         """Close the steps whose lease ran out, as the chat's next step would (_SWEEP): for the
         chats nobody steps on again. Returns how many chats were swept."""
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             expired = await fetch(conn, _EXPIRED, {"n": limit})
             for chat_id, tenant_id in expired:
                 holder = uuid.uuid4()
@@ -255,7 +253,7 @@ class PostgresStepStore:
         return len(expired)
 
     async def _abandon(self, params: dict[str, Any]) -> None:
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             await fetch(conn, _ABANDON, params)
 
     async def heartbeat(
@@ -264,9 +262,9 @@ class PostgresStepStore:
     ) -> bool:
         params = {"chat": chat_id, "step": step.step_id, "ttl": ttl}
         if ttl is None and partial is None:  # the common tick: a read of the abort flag
-            async with checkout(self._db) as conn:
+            async with connect(self._db) as conn:
                 return bool((await fetch(conn, _POLL, params))[0][0])
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             if partial is not None:
                 await fetch(conn, _FLUSH,
                             {"id": step.assistant_message_id, "content": partial[0],
@@ -278,7 +276,7 @@ class PostgresStepStore:
         f = finished
         embedder, vector = f.user_vector or (None, None)
         queued = None if vector is None else Vector(np.asarray(vector, dtype=np.float32))
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             written = await fetch(
                 conn,
                 _FINISH,
@@ -305,13 +303,13 @@ class PostgresStepStore:
             return bool(written)
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             rows = await fetch(conn, _REQUEST_ABORT, {"chat": chat_id, "t": tenant_id})
         return rows[0][0] if rows else None
 
 
 async def _with_own_budget(
-    conn: Driver, request: OpenStep, chat: Chat, window: Window, begun: BegunStep,
+    conn: Connection, request: OpenStep, chat: Chat, window: Window, begun: BegunStep,
     held: WindowCache,
 ) -> Opened:
     """The opened step; its window read again if the chat sets a budget of its own."""
@@ -323,7 +321,7 @@ async def _with_own_budget(
 
 
 async def _take_lease(
-    conn: Driver, params: dict[str, Any]
+    conn: Connection, params: dict[str, Any]
 ) -> Chat | LeaseBusy | LeaseMissing:
     """Take the chat's lease if it is free or expired; a holder whose lease ran out is swept."""
     rows = await fetch(conn, _ACQUIRE, params)
@@ -334,7 +332,7 @@ async def _take_lease(
     return chat_from_row(rows[0])
 
 
-async def _why_not(conn: Driver, params: dict[str, Any]) -> LeaseBusy | LeaseMissing:
+async def _why_not(conn: Connection, params: dict[str, Any]) -> LeaseBusy | LeaseMissing:
     rows = await fetch(conn, _WHY_NOT, params)
     if not rows:
         return LeaseMissing()
@@ -342,7 +340,7 @@ async def _why_not(conn: Driver, params: dict[str, Any]) -> LeaseBusy | LeaseMis
     return LeaseBusy(running_step_id=busy[0], busy_policy=busy[1], running_key=busy[2])
 
 
-async def _outcome(conn: Driver, chat_id: Any, key: str) -> StepOutcome | None:
+async def _outcome(conn: Connection, chat_id: Any, key: str) -> StepOutcome | None:
     steps = await fetch(conn, _STEP_BY_KEY, {"chat": chat_id, "key": key})
     if not steps:
         return None
@@ -357,7 +355,7 @@ async def _outcome(conn: Driver, chat_id: Any, key: str) -> StepOutcome | None:
     )
 
 
-async def _begin(conn: Driver, request: OpenStep) -> BegunStep:
+async def _begin(conn: Connection, request: OpenStep) -> BegunStep:
     user_id, assistant_id = uuid.uuid4(), uuid.uuid4()
     position, created_at = (
         await fetch(

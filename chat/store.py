@@ -8,19 +8,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.ports import ImportedMessage, NewChat
-from chat.tables import (
-    CHAT_COLUMNS,
-    MESSAGE_COLUMNS,
-    Driver,
-    chat_from_row,
-    checkout,
-    fetch,
-    json_text,
-    message_from_row,
-)
+from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, message_from_row
 from chat.types import (
     MAX_POSITION,
     MESSAGE_OVERHEAD,
@@ -32,6 +23,7 @@ from chat.types import (
     summary_id_for,
 )
 from chat.window_cache import NOTHING_HELD, WindowCache, window_messages
+from db.statements import Connection, connect, fetch, json_text
 
 # Rows appended in one go, in order; only when no step holds the chat.
 _IMPORT = text("""
@@ -131,15 +123,14 @@ WINDOW_SQL = text(f"WITH {WINDOW_CTES}\n{window_union(':threshold')}")
 
 
 async def read_window(
-    conn: AsyncConnection | Driver, chat: Chat, max_rows: int, budget_tokens: int,
+    conn: Connection, chat: Chat, max_rows: int, budget_tokens: int,
     before: int | None = None, held: WindowCache | None = None,
 ) -> Window:
     """The window of a chat, read on a connection (so a step can read it in its transaction);
     `before`: only rows before that position; `held`: the rows this worker read before, which
     need not come again (and which then hold this window's).
 
-    The hottest query of a step, and up to a budget's worth of rows: it goes to asyncpg directly
-    (chat.tables.fetch).
+    The hottest query of a step, and up to a budget's worth of rows.
     """
     params = {
         "chat": chat.id, "threshold": chat.token_total - budget_tokens, "limit": max_rows + 1,
@@ -202,46 +193,50 @@ ON CONFLICT DO NOTHING
 RETURNING {MESSAGE_COLUMNS}""")
 
 
+_CREATE_CHAT = text(f"""
+INSERT INTO chats (id, tenant_id, user_id, title, system_prompt, settings, busy_policy)
+VALUES (:id, :tenant, :user, :title, :prompt, CAST(:settings AS jsonb), :policy)
+RETURNING {CHAT_COLUMNS}""")
+_GET_CHAT = text(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id = :id AND tenant_id = :t")
+_DELETE_CHAT = text("DELETE FROM chats WHERE id = :id AND tenant_id = :t RETURNING id")
+_APPEND_SUMMARY = text(f"""
+WITH pos AS (
+    UPDATE chats SET last_position = last_position + :gap, updated_at = now()
+    WHERE id = :chat AND tenant_id = :t RETURNING last_position, token_total
+)
+INSERT INTO messages (id, chat_id, position, kind, content, status, meta, tokens_after)
+SELECT :id, :chat, last_position, 'summary', :content, 'complete', CAST(:meta AS jsonb),
+       token_total
+FROM pos
+RETURNING {MESSAGE_COLUMNS}""")
+
+
 class PostgresChatStore:
+    """Each method here is one statement, or statements that need no common snapshot, so they
+    run in autocommit: one round trip each instead of BEGIN, statement, COMMIT."""
+
     def __init__(self, engine: AsyncEngine, windows: WindowCache | None = None) -> None:
         """`windows`: the rows of windows read before, shared with the worker's step store."""
-        # Each method here is one statement, or statements that need no common snapshot, so
-        # they run in autocommit: one round trip each instead of BEGIN, statement, COMMIT.
-        self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._db = engine
         self._windows = WindowCache() if windows is None else windows
 
     async def create_chat(self, new: NewChat) -> Chat:
-        async with self._db.connect() as conn:
-            row = (
-                await conn.execute(
-                    text(f"""
-                    INSERT INTO chats (id, tenant_id, user_id, title, system_prompt, settings,
-                                       busy_policy)
-                    VALUES (:id, :tenant, :user, :title, :prompt, CAST(:settings AS jsonb),
-                            :policy)
-                    RETURNING {CHAT_COLUMNS}"""),
-                    {
-                        "id": uuid.uuid4(),
-                        "tenant": new.tenant_id,
-                        "user": new.user_id,
-                        "title": new.title,
-                        "prompt": new.system_prompt,
-                        "settings": json_text(_settings_json(new.settings)),
-                        "policy": new.busy_policy,
-                    },
-                )
-            ).mappings().one()
+        async with connect(self._db) as conn:
+            [row] = await fetch(conn, _CREATE_CHAT, {
+                "id": uuid.uuid4(),
+                "tenant": new.tenant_id,
+                "user": new.user_id,
+                "title": new.title,
+                "prompt": new.system_prompt,
+                "settings": json_text(_settings_json(new.settings)),
+                "policy": new.busy_policy,
+            })
         return chat_from_row(row)
 
     async def get_chat(self, tenant_id: str, chat_id: uuid.UUID) -> Chat | None:
-        async with self._db.connect() as conn:
-            row = (
-                await conn.execute(
-                    text(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id = :id AND tenant_id = :t"),
-                    {"id": chat_id, "t": tenant_id},
-                )
-            ).mappings().first()
-        return chat_from_row(row) if row else None
+        async with connect(self._db) as conn:
+            rows = await fetch(conn, _GET_CHAT, {"id": chat_id, "t": tenant_id})
+        return chat_from_row(rows[0]) if rows else None
 
     async def list_chats(
         self, tenant_id: str, user_id: str | None, cursor: tuple[datetime, uuid.UUID] | None,
@@ -259,8 +254,8 @@ class PostgresChatStore:
             f"SELECT {CHAT_COLUMNS} FROM chats WHERE {' AND '.join(clauses)} "
             "ORDER BY created_at DESC, id DESC LIMIT :limit"
         )
-        async with self._db.connect() as conn:
-            rows = (await conn.execute(text(sql), params)).mappings().all()
+        async with connect(self._db) as conn:
+            rows = await fetch(conn, text(sql), params)
         return [chat_from_row(r) for r in rows]
 
     async def update_chat(
@@ -278,30 +273,22 @@ class PostgresChatStore:
             f"UPDATE chats SET {', '.join(sets)} WHERE id = :id AND tenant_id = :t "
             f"RETURNING {CHAT_COLUMNS}"
         )
-        async with self._db.connect() as conn:
-            row = (await conn.execute(text(sql), params)).mappings().first()
-        return chat_from_row(row) if row else None
+        async with connect(self._db) as conn:
+            rows = await fetch(conn, text(sql), params)
+        return chat_from_row(rows[0]) if rows else None
 
     async def delete_chat(self, tenant_id: str, chat_id: uuid.UUID) -> bool:
-        async with self._db.connect() as conn:
-            result = await conn.execute(
-                text("DELETE FROM chats WHERE id = :id AND tenant_id = :t RETURNING id"),
-                {"id": chat_id, "t": tenant_id},
-            )
-            return result.first() is not None
+        async with connect(self._db) as conn:
+            return bool(await fetch(conn, _DELETE_CHAT, {"id": chat_id, "t": tenant_id}))
 
-    # The reads of whole windows and spans, the summary's write and the history's pages go to
-    # asyncpg directly (chat.tables.checkout and fetch): through SQLAlchemy's Connection and
-    # result rows, a history page of 200 rows cost the worker 1.34 ms of CPU against 0.83
-    # (bench/store_reads.py).
     async def load_window(
         self, chat: Chat, max_rows: int, budget_tokens: int, before: int | None = None
     ) -> Window:
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             return await read_window(conn, chat, max_rows, budget_tokens, before, self._windows)
 
     async def read_span(self, chat: Chat, max_rows: int) -> tuple[Message | None, list[Message]]:
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             rows = await fetch(conn, SPAN_SQL, {"chat": chat.id, "limit": max_rows})
         messages = [message_from_row(r) for r in rows]
         summary = next((m for m in messages if m.kind == "summary"), None)
@@ -311,7 +298,7 @@ class PostgresChatStore:
         self, chat_id: uuid.UUID, after: Message, content: str, token_count: int,
         meta: dict[str, Any], compaction: dict[str, Any] | None = None,
     ) -> Message | None:
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             rows = await fetch(conn, WRITE_SUMMARY_SQL, {
                 "id": summary_id_for(after.id),
                 "chat": chat_id,
@@ -332,7 +319,7 @@ class PostgresChatStore:
         params: dict[str, Any] = {
             "chat": chat_id, "t": tenant_id, "limit": limit + 1, "before": before, "after": after,
         }
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             rows = await fetch(conn, text(sql), params)
             if not rows and not await fetch(conn, _CHAT_EXISTS, params):
                 return None
@@ -344,31 +331,16 @@ class PostgresChatStore:
     async def append_summary(
         self, tenant_id: str, chat_id: uuid.UUID, content: str, meta: dict[str, Any]
     ) -> Message | None:
-        async with self._db.connect() as conn:
-            row = (
-                await conn.execute(
-                    text(f"""
-                    WITH pos AS (
-                        UPDATE chats SET last_position = last_position + :gap, updated_at = now()
-                        WHERE id = :chat AND tenant_id = :t RETURNING last_position, token_total
-                    )
-                    INSERT INTO messages (id, chat_id, position, kind, content, status, meta,
-                                          tokens_after)
-                    SELECT :id, :chat, last_position, 'summary', :content, 'complete',
-                           CAST(:meta AS jsonb), token_total
-                    FROM pos
-                    RETURNING {MESSAGE_COLUMNS}"""),
-                    {
-                        "gap": POSITION_GAP,
-                        "chat": chat_id,
-                        "t": tenant_id,
-                        "id": uuid.uuid4(),
-                        "content": content,
-                        "meta": json_text(meta),
-                    },
-                )
-            ).mappings().first()
-        return message_from_row(row) if row else None
+        async with connect(self._db) as conn:
+            rows = await fetch(conn, _APPEND_SUMMARY, {
+                "gap": POSITION_GAP,
+                "chat": chat_id,
+                "t": tenant_id,
+                "id": uuid.uuid4(),
+                "content": content,
+                "meta": json_text(meta),
+            })
+        return message_from_row(rows[0]) if rows else None
 
 
     async def import_messages(
@@ -382,7 +354,7 @@ class PostgresChatStore:
         ids = [uuid.uuid4() for _ in rows]
         costs = [r.token_count + MESSAGE_OVERHEAD for r in rows]
         after = [sum(costs[: i + 1]) for i in range(len(rows))]
-        async with self._db.connect() as conn:
+        async with connect(self._db) as conn:
             done = await fetch(conn, _IMPORT, {
                 "chat": chat_id, "t": tenant_id, "gap": POSITION_GAP, "n": len(rows),
                 "total": after[-1], "ids": ids, "kinds": [r.kind for r in rows],

@@ -1,7 +1,8 @@
 """The rows of the windows a worker read, so that its next read of a chat sends only what is new.
 
 A message row that is no longer streaming never changes: every UPDATE of `messages` is guarded
-by `status = 'streaming'` (chat/steps.py), and nothing deletes a row but its chat's deletion.
+by `status = 'streaming'` (chat/steps.py), Postgres rejects one that would change a final row
+(migration 0010), and nothing deletes a row but its chat's deletion.
 Rows are only added after the chat's last position, summary rows aside (a summary goes right
 after the message it follows). So a worker keeps the rows of the window it read last, with the
 range of positions they cover. The next read of the window (chat/store.py `window_union`)

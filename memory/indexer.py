@@ -27,8 +27,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.tables import checkout, fetch
-from chat.types import MAX_POSITION
+from db.statements import connect, fetch
 from llm.errors import LLMError, rejects_input
 from llm.ports import Embedder, Embedding
 from memory.owners import ANN_FROM, count_written
@@ -121,6 +120,7 @@ WHERE m.chat_id = :chat AND m.position <= :through AND NOT {_WAITS_FOR_ITS_STEP}
 
 # Text embedded per message: enough to place it, within what the small models read anyway.
 MAX_CHARS = 2000
+EVERY_POSITION = 2**63 - 1  # positions are bigint: "up to this one" is up to the end
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class Indexer:
         self, engine: AsyncEngine, embedder: Embedder, embedder_name: str,
         config: IndexerConfig | None = None,
     ) -> None:
-        self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._db = engine
         self._embedder = embedder
         self.embedder_name = embedder_name
         self.config = config or IndexerConfig()
@@ -165,12 +165,12 @@ class Indexer:
 
     async def pending(self) -> int:
         """Messages waiting to be indexed (claimed or not); parked ones are not counted."""
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             return int((await fetch(conn, _PENDING, {}))[0][0])
 
     async def parked(self) -> int:
         """Messages the embedder rejected `max_attempts` times: no worker retries them."""
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             return int((await fetch(conn, _PARKED, {}))[0][0])
 
     async def drain_once(self, chat_id: uuid.UUID | None = None) -> int:
@@ -178,12 +178,12 @@ class Indexer:
         return (await self.drain(chat_id)).indexed
 
     async def drain(
-        self, chat_id: uuid.UUID | None = None, through: int = MAX_POSITION
+        self, chat_id: uuid.UUID | None = None, through: int = EVERY_POSITION
     ) -> Drained:
         """Claim one batch (of one chat, up to a position, or any) and index it. Raises LLMError
         when the embedder failed without blaming an input; the batch is back in the queue
         then."""
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             rows = await fetch(conn, _CLAIM if chat_id is None else _CLAIM_CHAT, {
                 "chat": chat_id, "through": through, "n": self.config.batch_size,
                 "ttl": self.config.claim_seconds,
@@ -240,7 +240,7 @@ class Indexer:
             return False
 
     async def _write(self, ids: list[uuid.UUID], vectors: list[Embedding]) -> None:
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             written = await fetch(conn, _WRITE, {
                 "ids": ids, "embedder": self.embedder_name,
                 "vectors": [Vector(np.asarray(v, dtype=np.float32)) for v in vectors],
@@ -254,7 +254,7 @@ class Indexer:
 
     async def _blame(self, message_id: uuid.UUID, exc: LLMError) -> bool:
         """Count a rejection against the message; True when this one parked it."""
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             rows = await fetch(conn, _BLAME, {
                 "id": message_id, "error": f"{exc.code}: {exc}"[:1000],
                 "max_attempts": self.config.max_attempts,
@@ -267,11 +267,11 @@ class Indexer:
         return bool(parked)
 
     async def _unclaim(self, ids: list[uuid.UUID]) -> None:
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             await fetch(conn, _UNCLAIM, {"ids": ids})
 
     async def index_chat(
-        self, chat_id: uuid.UUID, wait_seconds: float = 5.0, through: int = MAX_POSITION
+        self, chat_id: uuid.UUID, wait_seconds: float = 5.0, through: int = EVERY_POSITION
     ) -> bool:
         """Index everything a chat has waiting up to a position, now (compaction does this
         before a span leaves the window, so the span stays reachable by recall). Rows that
@@ -283,7 +283,7 @@ class Indexer:
         while True:
             # Looked at first: mostly nothing of it waits (the background indexer was there),
             # and one statement says so.
-            async with checkout(self._db) as conn:
+            async with connect(self._db) as conn:
                 [queue] = await fetch(conn, _CHAT_QUEUE, {"chat": chat_id, "through": through})
             if not queue["waiting"]:
                 return not queue["parked"]

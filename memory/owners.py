@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import text
 
-from chat.tables import Driver, fetch
+from db.statements import Connection, fetch
 
 log = logging.getLogger("jin.memory")
 
@@ -68,7 +68,7 @@ def nearest(
 
 
 async def count_written(
-    conn: Driver, what: str, written: Iterable[tuple[Owner, bool]], ann_from: int
+    conn: Connection, what: str, written: Iterable[tuple[Owner, bool]], ann_from: int
 ) -> None:
     """Count committed rows (each its user and whether it went into the index) as `what`
     ("messages" or "facts"), outside any transaction; users who reach `ann_from`, and users in

@@ -1,4 +1,8 @@
-"""The memory ports the orchestrator depends on. Pure: protocols and plain data."""
+"""The memory ports the orchestrator depends on. Pure: protocols and plain data.
+
+While the database is away, a method of a store raises StoreUnavailable (declared by the database
+seam, db/errors.py; the chat ports raise the same); no driver's error crosses a port.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+from db.errors import StoreUnavailable as StoreUnavailable
 from llm.ports import Embedding
 from memory.recall import Mode, RecallConfig, RecallResult
 

@@ -1,7 +1,6 @@
 """Recall over Postgres: pgvector HNSW and full-text candidates in one statement, ranked in Python.
 
-Always scoped to one tenant and user. Runs on the memory engine (api/database.py
-`create_memory_engine`): custom plans, vectors in binary.
+Always scoped to one tenant and user.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ from pgvector import Vector
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.tables import checkout, fetch
-from chat.types import built
+from db.rows import built
+from db.statements import connect, fetch
 from llm.ports import Embedder, Embedding
 from memory.indexer import MAX_CHARS
 from memory.owners import ANN_FROM, nearest
@@ -53,10 +52,11 @@ _NOT_HIDDEN = (
 # rank by ts_rank: ts_rank_cd (cover density) cost ~27 us a row against a question's OR of
 # words, half the statement, for no better recall (bench/README.md, recall quality).
 # The statement comes in two forms (migration 0008, memory/owners.py). For any user (`_FOR_ANY_
-# USER`, custom plans): the dense lists read the rows in the HNSW index (`ann`), only if the
-# user's rows go there, and the others by an exact scan. For a user known to be small
-# (`for_small_users`): exact scans, and a statement written to have one plan whatever the user,
-# so that it is planned once per connection (generic plans) instead of on every call. Every
+# USER`, planned for its parameters: `_PLANNED_FOR_ITS_USER`): the dense lists read the rows in
+# the HNSW index (`ann`), only if the user's rows go there, and the others by an exact scan. For
+# a user known to be small (`for_small_users`): exact scans, and a statement written to have one
+# plan whatever the user, so that it is planned once per connection (the generic plans every
+# connection makes, db/engine.py) instead of on every call. Every
 # answer says whether the user's rows go into the indexes (a row of its own, `indexed`), which
 # tells the next recall which form to take; the second form finds every row even of a user who
 # has grown since (slowly, by exact scans), and says so.
@@ -136,6 +136,16 @@ def _candidates(**parts: str) -> str:
 _FOR_ANY_USER = text(_candidates(rows="", dense=_DENSE_SPLIT, keyword=_KEYWORD,
                                  dense_facts=_DENSE_FACTS_SPLIT, keyword_facts=_KEYWORD_FACTS,
                                  facts="memories"))
+# `_FOR_ANY_USER` must be planned for its user: how many rows the user owns decides between the
+# HNSW index (a large owner) and the owner index with an exact scan (a small one). The generic
+# plan that connections make of their statements (db/engine.py) is one plan for every user: an
+# index scan and a sort, 19 s for a user of 1,000,000 memories (bench/README.md, recall at
+# scale, finding 4). So this statement runs in a transaction of its own that plans it afresh;
+# SET LOCAL ends with the transaction, and the connection goes back to the pool as it came. (Two
+# pools, one per plan mode, had spared the round trips of BEGIN, SET and COMMIT; they are paid
+# only here, by a user a worker has not met yet or whose rows are in the index, whose recall
+# takes milliseconds. A user known to be small takes the other form, in one round trip.)
+_PLANNED_FOR_ITS_USER = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 
 @lru_cache(maxsize=32)
@@ -198,13 +208,10 @@ class PostgresRecall:
     def __init__(
         self, engine: AsyncEngine, embedder: Embedder, count_tokens: Callable[[str], int],
         config: RecallConfig, *, embedder_name: str | None = None,
-        small_users: AsyncEngine | None = None, ann_from: int = ANN_FROM,
+        ann_from: int = ANN_FROM,
     ) -> None:
-        """`small_users`: an engine with generic plans (api/database.py) for the recall of users
-        known to be small (`for_small_users`; else the first engine plans it on every call);
-        `ann_from`: the threshold at which users join the HNSW index (memory/owners.py)."""
-        self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._small_db = (small_users or engine).execution_options(isolation_level="AUTOCOMMIT")
+        """`ann_from`: the threshold at which users join the HNSW index (memory/owners.py)."""
+        self._db = engine
         self._ann_from = ann_from
         self._embedder = embedder
         # Named, an embedder that embeds searches and texts alike hands the query's vector on
@@ -292,13 +299,14 @@ class PostgresRecall:
             **_scoring(cfg, now or datetime.now(UTC)),
         }
         owner = (tenant_id, user_id)
-        if owner in self._small:
-            db, statement = self._small_db, for_small_users(
-                cfg.candidates, cfg.keyword_scan, self._ann_from)
-        else:
-            db, statement = self._db, _FOR_ANY_USER
-        async with checkout(db) as conn:
-            rows = await fetch(conn, statement, params)
+        async with connect(self._db) as conn:
+            if owner in self._small:
+                rows = await fetch(conn, for_small_users(
+                    cfg.candidates, cfg.keyword_scan, self._ann_from), params)
+            else:
+                async with conn.raw.transaction():
+                    await conn.raw.execute(_PLANNED_FOR_ITS_USER)
+                    rows = await fetch(conn, _FOR_ANY_USER, params)
         found = []
         for row in rows:
             if row["source"] == "user":  # whether the user's rows go into the index

@@ -21,7 +21,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.tables import Driver, checkout, fetch
+from db.statements import Connection, connect, fetch
 from llm.ports import Embedder, Embedding
 from memory.duplicates import Add, Batch, Candidate, Decision, Stored, Supersede, Touch
 from memory.facts import clean, key_terms, normalize
@@ -154,13 +154,13 @@ class FactConfig:
 
 
 class PostgresFactStore:
-    """Durable facts. Needs the memory engine (vectors in binary; api/database.py)."""
+    """Durable facts."""
 
     def __init__(
         self, engine: AsyncEngine, embedder: Embedder, embedder_name: str,
         config: FactConfig | None = None,
     ) -> None:
-        self._db = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._db = engine
         self._embedder = embedder
         self._embedder_name = embedder_name
         self.config = config or FactConfig()
@@ -192,7 +192,7 @@ class PostgresFactStore:
         ]
         common = {"t": tenant_id, "u": user_id, "embedder": self._embedder_name,
                   "importance": importance, "sources": sources, "origin": origin}
-        async with checkout(self._db) as conn:
+        async with connect(self._db) as conn:
             async with conn.raw.transaction():  # the lock's, for all
                 [owner] = await fetch(conn, _LOCK, common)
                 writes = await self._write_all(conn, candidates, {**common, "ann": owner["ann"]})
@@ -201,7 +201,7 @@ class PostgresFactStore:
         return writes
 
     async def _write_all(
-        self, conn: Driver, facts: list[Candidate], common: dict[str, Any]
+        self, conn: Connection, facts: list[Candidate], common: dict[str, Any]
     ) -> list[FactWrite]:
         """Look every fact up in one statement, decide in order, write in three at most. A fact
         the lookup cannot decide (memory/duplicates.py) and those after it go one by one."""
@@ -228,7 +228,7 @@ class PostgresFactStore:
         return [_result(d) for d in decided]
 
     async def _apply(
-        self, conn: Driver, decisions: list[Decision], common: dict[str, Any]
+        self, conn: Connection, decisions: list[Decision], common: dict[str, Any]
     ) -> None:
         touches = [d for d in decisions if isinstance(d, Touch)]
         adds = [d for d in decisions if isinstance(d, Add)]
@@ -244,7 +244,7 @@ class PostgresFactStore:
                 **common, **_columns([d.fact for d in supersedes]),
                 "old_ids": [d.old_id for d in supersedes]})
 
-    async def _write_one(self, conn: Driver, params: dict[str, Any]) -> FactWrite:
+    async def _write_one(self, conn: Connection, params: dict[str, Any]) -> FactWrite:
         same = await fetch(conn, _SAME_TEXT, params)
         if same:
             await fetch(conn, _TOUCH, {**params, "id": same[0]["id"]})
@@ -263,7 +263,7 @@ class PostgresFactStore:
     ) -> list[Fact]:
         """End the validity of a fact, by id or by its text; returns the facts forgotten."""
         norm = normalize(text_) if text_ else None
-        async with self._db.connect() as conn:
+        async with connect(self._db) as conn:
             rows = await fetch(conn, _FORGET, {"t": tenant_id, "u": user_id, "id": fact_id,
                                                "norm": norm})
         return [_fact(row) for row in rows]
@@ -276,12 +276,12 @@ class PostgresFactStore:
         stamp, ident = before if before else (None, None)
         params = {"t": tenant_id, "u": user_id, "n": limit, "history": history,
                   "before": stamp, "before_id": ident}
-        async with self._db.connect() as conn:
+        async with connect(self._db) as conn:
             rows = await fetch(conn, _LIST, params)
         return [_fact(row) for row in rows]
 
     async def get(self, tenant_id: str, user_id: str, fact_id: uuid.UUID) -> Fact | None:
-        async with self._db.connect() as conn:
+        async with connect(self._db) as conn:
             rows = await fetch(conn, _GET, {"t": tenant_id, "u": user_id, "id": fact_id})
         return _fact(rows[0]) if rows else None
 

@@ -9,7 +9,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from api.database import async_url
+from db.engine import async_url
 
 config = context.config
 

@@ -16,7 +16,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from chat.types import MESSAGE_OVERHEAD, Chat, Message, Window, built
+from chat.types import MESSAGE_OVERHEAD, Chat, Message, Window
+from db.rows import built
 from llm.ports import TokenCounter
 from llm.types import PromptMessage
 from orchestrator.prepass import prepass

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from chat.outage import is_outage
 from chat.ports import (
     BegunStep,
     ChatStore,
@@ -23,6 +22,7 @@ from chat.ports import (
     OpenStep,
     StepOutcome,
     StepStore,
+    StoreUnavailable,
 )
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.errors import LLMError
@@ -424,14 +424,15 @@ async def _persist(
             written = await asyncio.shield(asyncio.ensure_future(write))
             break
         except Exception as exc:  # the stream still ends cleanly, and says why
-            if is_outage(exc) and time.monotonic() + delay <= deadline:
+            away = isinstance(exc, StoreUnavailable)  # a bug or bad data would fail again
+            if away and time.monotonic() + delay <= deadline:
                 log.warning("step %s: saving the answer failed (%s); trying again",
-                            started.begun.step_id, type(exc).__name__)
+                            started.begun.step_id, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
             log.exception("step %s: the answer could not be saved", started.begun.step_id)
-            why = "the database could not be reached" if is_outage(exc) else "saving it failed"
+            why = "the database could not be reached" if away else "saving it failed"
             return Interrupted("not_saved", "answer_not_saved",
                                f"{why}; the answer was not saved (its last flushed part is kept)")
     if not written:

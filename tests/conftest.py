@@ -20,7 +20,8 @@ import pytest
 from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_engine, migrate
+from api.database import migrate
+from db.engine import create_engine
 from llm.testing import FakeOpenAIServer
 
 TEMPLATE = f"jin_template_{os.getpid()}"

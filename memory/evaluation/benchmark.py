@@ -6,7 +6,7 @@ that serving workers run. Each question is then asked through the recall path a 
 (PostgresRecall: embed the query, the hybrid statement, ranking), as of the question's
 `asked_at`. Data goes under a tenant of its own, removed at the end unless `keep`.
 
-The caller builds the engines and the embedder (api/cli.py); this module measures.
+The caller builds the engine and the embedder (api/cli.py); this module measures.
 
     jin bench recall --dataset data.jsonl --mode all --out run.jsonl
 """
@@ -110,7 +110,7 @@ def _out_path(out: str, mode: str, several: bool) -> Path:
 
 
 async def run_recall_benchmark(
-    plan: Plan, engine: AsyncEngine, memory_db: AsyncEngine, embedder: Embedder,
+    plan: Plan, engine: AsyncEngine, embedder: Embedder,
     embedder_name: str, config: RecallConfig, progress: Callable[[str, int], Progress],
 ) -> int:
     """Ingest, index, ask; print a report per mode. Returns the exit status (0)."""
@@ -121,7 +121,7 @@ async def run_recall_benchmark(
         sessions = sum(len(c.sessions) for c in dataset.conversations.values())
         turn_of = await _ingest(PostgresChatStore(engine), dataset, tenant, counter,
                                 progress("ingest sessions", sessions))
-        index_s = await _index(Indexer(memory_db, embedder, embedder_name),
+        index_s = await _index(Indexer(engine, embedder, embedder_name),
                                progress("index messages", len(turn_of)))
         print(f"dataset {plan.dataset}: {len(dataset.conversations)} conversations, "
               f"{len(turn_of)} turns, {len(dataset.questions)} questions; embedder "
@@ -130,7 +130,7 @@ async def run_recall_benchmark(
         # The whole ranked list, up to 20, is scored: no token cut for a benchmark.
         base = replace(config, max_items=20, budget_tokens=10**9,
                        candidates=max(config.candidates, 40))
-        recall = PostgresRecall(memory_db, embedder, counter.count, base)
+        recall = PostgresRecall(engine, embedder, counter.count, base)
         modes = list(MODES[::-1]) if plan.mode == "all" else [plan.mode]
         for mode in modes:
             rows, wall = await _ask(recall, dataset, tenant, turn_of, replace(base, mode=mode))

@@ -19,8 +19,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_engine, migrate
+from api.database import migrate
 from chat.audit import audit
+from db.engine import create_engine
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.processes import JinProcess, OwnPostgres
 from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step

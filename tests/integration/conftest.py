@@ -1,4 +1,4 @@
-"""Fixtures of the memory tests: the memory engine, the built-in embedder, an empty database."""
+"""Fixtures of the memory tests: the built-in embedder, an empty database."""
 
 from __future__ import annotations
 
@@ -9,20 +9,12 @@ import pytest
 from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_memory_engine
 from llm.onnx_embedder import OnnxMiniLM
 
 
 @pytest.fixture(scope="session")
 def minilm() -> OnnxMiniLM:
     return OnnxMiniLM()
-
-
-@pytest.fixture
-async def memory_db(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_memory_engine(database_url, pool_size=2)
-    yield engine
-    await engine.dispose()
 
 
 @pytest.fixture

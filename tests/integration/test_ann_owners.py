@@ -1,7 +1,8 @@
 """Which users' vectors go into the HNSW indexes (migration 0008), on real Postgres: a user joins
 them at the threshold, of messages or of facts, with every earlier row; recall and the fact
-store's duplicate checks find a user's rows in either state; an upgrade keeps the users of before
-in the indexes."""
+store's duplicate checks find a user's rows in either state; recall's statement for any user is
+planned for that user, the small users' form once a connection; an upgrade keeps the users of
+before in the indexes."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_engine, create_memory_engine, downgrade, migrate
-from chat.tables import checkout
+from api.database import downgrade, migrate
 from chat.types import POSITION_GAP
+from db.engine import create_engine
+from db.statements import connect, fetch, positional
 from llm.onnx_embedder import OnnxMiniLM
 from memory.indexer import Indexer, IndexerConfig
-from memory.owners import count_written
+from memory.owners import ANN_FROM, count_written
 from memory.recall import RecallConfig
-from memory.search import PostgresRecall
+from memory.search import _FOR_ANY_USER, PostgresRecall, for_small_users
 from memory.store import FactConfig, PostgresFactStore
 from tests.integration.history import T0, import_chat
 
@@ -41,12 +43,12 @@ async def _rows(engine: AsyncEngine, sql: str) -> list[tuple]:
 
 
 async def test_a_user_joins_the_index_at_the_threshold_and_is_recalled_before_and_after(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM
+    engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
     await import_chat(engine, "t", "ana", ANA)
     await import_chat(engine, "t", "ben", ["Ben keeps his spare key at the office"])
-    indexer = Indexer(memory_db, minilm, minilm.name, IndexerConfig(batch_size=2, ann_from=5))
-    recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig())
+    indexer = Indexer(engine, minilm, minilm.name, IndexerConfig(batch_size=2, ann_from=5))
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
 
     async def first(query: str) -> str:
         result = await recall.recall("t", "ana", query, config=RecallConfig(mode="dense"))
@@ -77,17 +79,17 @@ async def test_a_user_joins_the_index_at_the_threshold_and_is_recalled_before_an
         await conn.execute(text("UPDATE message_embeddings SET ann = false "
                                 "WHERE content_tsv @@ to_tsquery('jin_search', 'wifi')"))
     assert (await first("what's the wifi password")).startswith("The wifi password")
-    recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig())
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
     assert (await first("what's the wifi password")).startswith("The wifi password")
 
 
 async def test_a_user_who_grows_past_the_threshold_is_recalled_by_a_worker_that_knew_them_small(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM
+    engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
     chat_id, _ = await import_chat(engine, "t", "ana", ANA[:2])
-    indexer = Indexer(memory_db, minilm, minilm.name, IndexerConfig(ann_from=3))
+    indexer = Indexer(engine, minilm, minilm.name, IndexerConfig(ann_from=3))
     await indexer.index_chat(chat_id)
-    recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig())
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
     dense = RecallConfig(mode="dense")
     assert (await recall.recall("t", "ana", "spare key", config=dense)).items  # seen small
     await import_chat(engine, "t", "ana", ANA[2:])  # another chat of hers
@@ -102,12 +104,12 @@ async def test_a_user_who_grows_past_the_threshold_is_recalled_by_a_worker_that_
 
 
 async def test_a_user_joins_the_indexes_by_facts_and_duplicates_are_still_caught(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM
+    engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
     chat_id, _ = await import_chat(engine, "t", "ana", ANA[:2])
-    await Indexer(memory_db, minilm, minilm.name).index_chat(chat_id)  # far below 1,000
-    facts = PostgresFactStore(memory_db, minilm, minilm.name, FactConfig(ann_from=3))
-    recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig())
+    await Indexer(engine, minilm, minilm.name).index_chat(chat_id)  # far below 1,000
+    facts = PostgresFactStore(engine, minilm, minilm.name, FactConfig(ann_from=3))
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
 
     async def first(query: str) -> str:
         result = await recall.recall("t", "ana", query, config=RecallConfig(mode="dense"))
@@ -124,7 +126,7 @@ async def test_a_user_joins_the_indexes_by_facts_and_duplicates_are_still_caught
     assert await _rows(engine, "SELECT DISTINCT ann FROM memories") == [(True,)]
     assert await _rows(engine, "SELECT DISTINCT ann FROM message_embeddings") == [(True,)]
     assert (await first("what is the name of Ana's cat?")).startswith("Ana's cat")
-    recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig())
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
     assert (await first("what is the name of Ana's cat?")).startswith("Ana's cat")  # anew
     found = await recall.recall("t", "ana", "where is the spare key?",
                                 config=RecallConfig(mode="dense"))
@@ -140,51 +142,72 @@ async def test_a_user_joins_the_indexes_by_facts_and_duplicates_are_still_caught
 
 
 async def test_rows_a_writer_left_outside_after_the_user_joined_are_brought_in(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM
+    engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
     # A writer read Ana's state just before she joined the index: its rows went in outside it,
     # and its count, coming after her joining, finds her in and brings them in.
     chat_id, _ = await import_chat(engine, "t", "ana", ANA)
-    await Indexer(memory_db, minilm, minilm.name).index_chat(chat_id)
+    await Indexer(engine, minilm, minilm.name).index_chat(chat_id)
     async with engine.begin() as conn:
         await conn.execute(text("UPDATE recall_owners SET ann = true"))
     assert await _rows(engine, "SELECT DISTINCT ann FROM message_embeddings") == [(False,)]
-    async with checkout(memory_db) as conn:
+    async with connect(engine) as conn:
         await count_written(conn, "messages", [(("t", "ana"), False)], ann_from=1000)
     assert await _rows(engine, "SELECT DISTINCT ann FROM message_embeddings") == [(True,)]
     assert await _rows(engine, "SELECT messages FROM recall_owners") == [(7,)]
 
 
 async def test_a_small_users_recall_with_one_plan_finds_what_the_form_for_anyone_finds(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM, database_url: str
+    engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
     chat_id, ids = await import_chat(engine, "t", "ana", ANA)
     await import_chat(engine, "t", "ben", ["Ben's spare key is at the office"])
-    indexer = Indexer(memory_db, minilm, minilm.name)
+    indexer = Indexer(engine, minilm, minilm.name)
     while await indexer.drain_once():
         pass
-    await PostgresFactStore(memory_db, minilm, minilm.name).remember(
+    await PostgresFactStore(engine, minilm, minilm.name).remember(
         "t", "ana", ["Ana's spare key hides under the blue pot.", "Ana flies on Tuesdays."], [])
-    generic = create_memory_engine(database_url, pool_size=1, generic_plans=True)
+    known = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
+    await known.recall("t", "ana", "hello")  # from now on it knows Ana is small
+    for mode in ("hybrid", "dense", "keyword"):
+        cfg = RecallConfig(mode=mode)  # type: ignore[arg-type]
+        for query, kwargs in (
+            ("where is the spare key", {}),
+            ("spare key flight Tuesday wifi", {"exclude": ids[:1]}),
+            ("blue pot", {"shown_from": (chat_id, 2 * POSITION_GAP, T0)}),
+            ("password fridge", {"hide": (chat_id, T0 + timedelta(minutes=3))}),
+        ):
+            anyone = PostgresRecall(engine, minilm, lambda s: len(s.split()), cfg)
+            want = await anyone.recall("t", "ana", query, config=cfg, now=T0, **kwargs)
+            got = await known.recall("t", "ana", query, config=cfg, now=T0, **kwargs)
+            assert [i.text for i in got.items] == [i.text for i in want.items], (mode, query)
+            assert got.items, (mode, query)
+
+
+async def test_recall_for_any_user_is_planned_for_the_user_and_for_a_small_one_once(
+    engine: AsyncEngine, minilm: OnnxMiniLM, database_url: str
+) -> None:
+    # Connections make one generic plan of a statement (db/engine.py); recall's statement for any
+    # user must be planned for its user, or a user of a million rows gets a small user's plan
+    # (bench/README.md, recall at scale). Postgres counts the plans of each prepared statement.
+    chat_id, _ = await import_chat(engine, "t", "ana", ANA)
+    await Indexer(engine, minilm, minilm.name).index_chat(chat_id)
+    alone = create_engine(database_url, pool_size=1)  # used by one call at a time: one connection
     try:
-        known = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig(),
-                               small_users=generic)
-        await known.recall("t", "ana", "hello")  # from now on it knows Ana is small
-        for mode in ("hybrid", "dense", "keyword"):
-            cfg = RecallConfig(mode=mode)  # type: ignore[arg-type]
-            for query, kwargs in (
-                ("where is the spare key", {}),
-                ("spare key flight Tuesday wifi", {"exclude": ids[:1]}),
-                ("blue pot", {"shown_from": (chat_id, 2 * POSITION_GAP, T0)}),
-                ("password fridge", {"hide": (chat_id, T0 + timedelta(minutes=3))}),
-            ):
-                anyone = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), cfg)
-                want = await anyone.recall("t", "ana", query, config=cfg, now=T0, **kwargs)
-                got = await known.recall("t", "ana", query, config=cfg, now=T0, **kwargs)
-                assert [i.text for i in got.items] == [i.text for i in want.items], (mode, query)
-                assert got.items, (mode, query)
+        recall = PostgresRecall(alone, minilm, lambda s: len(s.split()), RecallConfig())
+        for _ in range(3):  # not known yet, then known to be small
+            assert (await recall.recall("t", "ana", "where is the spare key?")).items
+        async with connect(alone) as conn:
+            plans = {row["statement"]: (row["generic_plans"], row["custom_plans"])
+                     for row in await fetch(conn, text(
+                         "SELECT statement, generic_plans, custom_plans "
+                         "FROM pg_prepared_statements"), {})}
+        cfg = RecallConfig()
+        small = for_small_users(cfg.candidates, cfg.keyword_scan, ANN_FROM)
+        assert plans[positional(_FOR_ANY_USER.text)[0]] == (0, 1)
+        assert plans[positional(small.text)[0]] == (2, 0)
     finally:
-        await generic.dispose()
+        await alone.dispose()
 
 
 async def test_upgrading_to_0008_keeps_the_users_of_before_in_the_index(empty_url: str) -> None:

@@ -127,14 +127,14 @@ async def test_facts_survive_twenty_compactions_by_a_helper_that_drops_lines(
 
 
 async def test_lines_a_forgetful_helper_drops_are_kept_as_they_were_and_remembered_once(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM,
+    engine: AsyncEngine, minilm: OnnxMiniLM,
 ) -> None:
     """A helper that keeps nothing of the previous summary (an echo server's kind): verification
     puts the lost fact lines back verbatim. Pass after pass they stay the same lines, and the
     memory flush writes each fact once; a kept line that gained a list marker each pass read as
     a new fact each time and superseded its own copy."""
     chats, steps, chat = await _new_chat(engine)
-    facts = PostgresFactStore(memory_db, minilm, minilm.name)
+    facts = PostgresFactStore(engine, minilm, minilm.name)
     compactor = Compactor(chats, LossyHelper(drop=0.0, previous=False), "forgetful", COUNTER,
                           CompactionPolicy(span_max_tokens=400, summary_max_ratio=1.0),
                           facts=facts)
@@ -150,7 +150,7 @@ async def test_lines_a_forgetful_helper_drops_are_kept_as_they_were_and_remember
     assert summary is not None
     kept = sections_of(summary.content)[KEPT]
     assert kept and all(line.startswith("- [user] Locker LCK-") for line in kept), kept
-    async with memory_db.connect() as conn:
+    async with engine.connect() as conn:
         rows = (await conn.execute(text(
             "SELECT text, valid_to IS NULL FROM memories WHERE user_id = 'u'"))).all()
     lockers = [t for t, _ in rows if "LCK-" in t]

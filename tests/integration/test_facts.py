@@ -14,8 +14,8 @@ from tests.integration.history import out_of_line
 
 
 @pytest.fixture
-def store(memory_db: AsyncEngine, minilm: OnnxMiniLM) -> PostgresFactStore:
-    return PostgresFactStore(memory_db, minilm, minilm.name)
+def store(engine: AsyncEngine, minilm: OnnxMiniLM) -> PostgresFactStore:
+    return PostgresFactStore(engine, minilm, minilm.name)
 
 
 async def _rows(engine: AsyncEngine) -> list[tuple]:
@@ -26,37 +26,37 @@ async def _rows(engine: AsyncEngine) -> list[tuple]:
 
 
 async def test_the_same_fact_twice_updates_one_row_and_users_stay_apart(
-    store: PostgresFactStore, memory_db: AsyncEngine,
+    store: PostgresFactStore, engine: AsyncEngine,
 ) -> None:
     first, second = uuid.uuid4(), uuid.uuid4()
     assert await store.remember("t", "ana", ["- Ana's locker is LCK-0042."], [first]) == 1
     assert await store.remember("t", "ana", ["ana's   locker is LCK-0042"], [second]) == 0
     assert await store.remember("t", "ben", ["- Ana's locker is LCK-0042."], [second]) == 1
-    rows = await _rows(memory_db)
+    rows = await _rows(engine)
     assert [(r[0], r[1]) for r in rows] == [
         ("ana", "Ana's locker is LCK-0042."), ("ben", "Ana's locker is LCK-0042.")]
     assert set(rows[0][2]) == {first, second}
 
 
 async def test_a_facts_vector_stays_in_its_row(
-    store: PostgresFactStore, memory_db: AsyncEngine,
+    store: PostgresFactStore, engine: AsyncEngine,
 ) -> None:
     # ~2.1 KB with its normalized text, full text and 384 floats: over Postgres's 2 KB TOAST
     # threshold, under the 4 KB target of migration 0009.
     fact = ("Ana keeps the spare keys of the bakery on Shevchenko street in the blue tin under "
             "the counter, next to the till.")
     assert await store.remember("t", "ana", [fact], []) == 1
-    assert await out_of_line(memory_db, "memories") == 0
+    assert await out_of_line(engine, "memories") == 0
     # Without the target, as before 0009, the same row's vector goes to TOAST, where recall's
     # exact scans and the duplicate lookup read it through the TOAST index.
-    async with memory_db.begin() as conn:
+    async with engine.begin() as conn:
         await conn.execute(text("ALTER TABLE memories RESET (toast_tuple_target)"))
     assert await store.remember("t", "ben", [fact], []) == 1
-    assert await out_of_line(memory_db, "memories") == 1
+    assert await out_of_line(engine, "memories") == 1
 
 
 async def test_a_close_paraphrase_supersedes_the_fact_and_keeps_its_history(
-    store: PostgresFactStore, memory_db: AsyncEngine,
+    store: PostgresFactStore, engine: AsyncEngine,
 ) -> None:
     a, b = uuid.uuid4(), uuid.uuid4()
     [added] = await store.write("t", "ana", ["The user's favourite colour is green."], [a],
@@ -71,7 +71,7 @@ async def test_a_close_paraphrase_supersedes_the_fact_and_keeps_its_history(
                               [], origin="flush")
     assert [w.action for w in rooms] == ["added", "added"]
     assert again.replaced == added.id
-    rows = await _rows(memory_db)
+    rows = await _rows(engine)
     current = [r for r in rows if r[3]]
     assert sorted(r[1] for r in current) == [
         "The user works at a bakery in Lviv.", "The user's favourite colour is green!"]
@@ -115,7 +115,7 @@ async def _state(engine: AsyncEngine, user: str) -> list[tuple]:
      ["Room 102 has code K7002.", GREEN_2, "Room 101 has code K7001", "Ana lives in Lviv."]),
 ])
 async def test_facts_written_together_end_as_written_one_by_one(
-    store: PostgresFactStore, memory_db: AsyncEngine, stored: list[str], written: list[str],
+    store: PostgresFactStore, engine: AsyncEngine, stored: list[str], written: list[str],
 ) -> None:
     before, now = uuid.uuid4(), uuid.uuid4()
     for user in ("together", "one-by-one"):
@@ -124,4 +124,4 @@ async def test_facts_written_together_end_as_written_one_by_one(
     one_by_one = [w for fact in written
                   for w in await store.write("t", "one-by-one", [fact], [now], origin="flush")]
     assert [(w.action, w.text) for w in together] == [(w.action, w.text) for w in one_by_one]
-    assert await _state(memory_db, "together") == await _state(memory_db, "one-by-one")
+    assert await _state(engine, "together") == await _state(engine, "one-by-one")

@@ -19,7 +19,7 @@ from api.settings import Settings
 from chat.ports import FinishedStep, Opened, OpenStep
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
-from chat.tables import positional
+from db.statements import positional
 from llm.embeddings import OpenAIEmbedder
 from llm.errors import ProviderHTTPError
 from llm.provider import Provider
@@ -73,13 +73,13 @@ async def _sql(engine: AsyncEngine, sql: str) -> None:
 
 
 async def test_a_message_the_embedder_rejects_is_parked_and_everything_else_is_indexed(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
+    engine: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     chat_a, ana = await import_chat(engine, "t1", "ana", [
         "hello there", f"the {POISON} message", "third line", "fourth line", "fifth line"])
     chat_b, ben = await import_chat(engine, "t2", "ben", ["ben one", "ben two", "ben three"])
-    indexer = _indexer(memory_db, embedder_server[1], http, batch_size=4, idle_seconds=0.05)
+    indexer = _indexer(engine, embedder_server[1], http, batch_size=4, idle_seconds=0.05)
     worker = asyncio.create_task(indexer.run())  # as a serving worker drains the queue
     try:
         for _ in range(500):
@@ -104,12 +104,12 @@ async def test_a_message_the_embedder_rejects_is_parked_and_everything_else_is_i
 
 
 async def test_a_provider_that_fails_blames_no_message(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
+    engine: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     server, url = embedder_server
     _, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
-    indexer = _indexer(memory_db, url, http)
+    indexer = _indexer(engine, url, http)
     for status in (503, 429, 401):  # down, rate-limited, misconfigured: not the messages' fault
         server.embed_status = status
         with pytest.raises(ProviderHTTPError):
@@ -123,19 +123,19 @@ async def test_a_provider_that_fails_blames_no_message(
 
 
 async def test_a_long_messages_vector_stays_in_its_row(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
+    engine: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     # 1,000 characters of distinct words: a full-text vector of ~1 KB besides the 384 floats,
     # over Postgres's 2 KB TOAST threshold and under the 4 KB target of migration 0009.
     long = " ".join(f"word{i} topic{i * 7 % 101}" for i in range(70))
     await import_chat(engine, "t", "ana", [long, "short answer"])
-    assert await _indexer(memory_db, embedder_server[1], http).drain_once() == 2
+    assert await _indexer(engine, embedder_server[1], http).drain_once() == 2
     async with engine.connect() as conn:
         size = (await conn.execute(text(
             "SELECT max(pg_column_size(e.*)) FROM message_embeddings e"))).scalar_one()
     assert size > 2032
-    assert await out_of_line(memory_db, "message_embeddings") == 0
+    assert await out_of_line(engine, "message_embeddings") == 0
 
 
 async def test_reindex_ends_with_parked_messages_reports_them_and_retries_them_next_time(
@@ -160,7 +160,7 @@ async def test_reindex_ends_with_parked_messages_reports_them_and_retries_them_n
 
 
 async def test_live_messages_are_indexed_before_backfill(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
+    engine: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     await import_chat(engine, "t", "ana", ["old one", "old two", "old three"])
@@ -168,27 +168,27 @@ async def test_live_messages_are_indexed_before_backfill(
     await _sql(engine, "UPDATE recall_queue SET priority = 1, "
                        "enqueued_at = now() - interval '1 hour'")
     _, live = await import_chat(engine, "t", "ana", ["live one", "live two"])
-    indexer = _indexer(memory_db, embedder_server[1], http, batch_size=2)
+    indexer = _indexer(engine, embedder_server[1], http, batch_size=2)
     assert await indexer.drain_once() == 2
     assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(live)
 
 
 async def test_index_chat_waits_for_what_another_worker_is_indexing(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
+    engine: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     chat, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
     slow = FakeOpenAIServer(embed_delay=0.5)
     slow_url = slow.start()
     try:
-        other = asyncio.create_task(_indexer(memory_db, slow_url, http).drain())
+        other = asyncio.create_task(_indexer(engine, slow_url, http).drain())
         for _ in range(200):  # until the other worker holds the chat's rows
             if len(await _ids(engine, "SELECT message_id FROM recall_queue "
                                       "WHERE claimed_until > now()")) == 3:
                 break
             await asyncio.sleep(0.01)
         started = time.monotonic()
-        assert await _indexer(memory_db, embedder_server[1], http).index_chat(chat) is True
+        assert await _indexer(engine, embedder_server[1], http).index_chat(chat) is True
         assert time.monotonic() - started > 0.2  # it waited for the other worker's write
         assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids)
         assert (await other).indexed == 3
@@ -197,11 +197,11 @@ async def test_index_chat_waits_for_what_another_worker_is_indexing(
 
 
 async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after_its_wait(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
+    engine: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     chat, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
-    indexer = _indexer(memory_db, embedder_server[1], http)
+    indexer = _indexer(engine, embedder_server[1], http)
     held = f"('{ids[0]}', '{ids[1]}')"
     # A worker that died holding two rows, with a minute to go on its claim.
     await _sql(engine, "UPDATE recall_queue SET claimed_until = now() + interval '60 seconds' "
@@ -218,12 +218,12 @@ async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after
 
 
 async def test_index_chat_up_to_a_position_waits_for_nothing_after_it(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
+    engine: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     """A compaction pass needs its span indexed, not the newest rows it leaves in the window."""
     chat, ids = await import_chat(engine, "t", "ana", ["one", "two", "three", "four"])
-    indexer = _indexer(memory_db, embedder_server[1], http)
+    indexer = _indexer(engine, embedder_server[1], http)
     newest = f"('{ids[2]}', '{ids[3]}')"
     await _sql(engine, "UPDATE recall_queue SET claimed_until = now() + interval '60 seconds' "
                        f"WHERE message_id IN {newest}")  # held by a worker that is busy
@@ -238,11 +238,11 @@ async def test_index_chat_up_to_a_position_waits_for_nothing_after_it(
 
 
 async def test_a_running_steps_message_waits_and_is_then_written_with_the_vector_it_left(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
+    engine: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     server, url = embedder_server
-    indexer = _indexer(memory_db, url, http)
+    indexer = _indexer(engine, url, http)
     steps = PostgresStepStore(engine)
     for embedder, embedded_again in ((MODEL, False), ("another-model", True)):
         chat_id, _ = await import_chat(engine, "t1", f"ana-{embedder}", ["earlier", "reply"])
@@ -308,7 +308,7 @@ async def test_a_claim_looks_up_each_queued_messages_step_and_never_reads_every_
 
 
 async def test_a_chat_deleted_while_its_messages_are_written_waits_for_no_deadlock(
-    engine: AsyncEngine, memory_db: AsyncEngine, http: Servers,
+    engine: AsyncEngine, http: Servers,
     embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:
     # Deleting a chat locks its messages, then (the cascade) their queue rows. The indexer's
@@ -316,7 +316,7 @@ async def test_a_chat_deleted_while_its_messages_are_written_waits_for_no_deadlo
     # rows first, messages at the statement's end by its foreign key check), each waits for
     # the other, and Postgres fails one of them after its deadlock timeout.
     chat_id, ids = await import_chat(engine, "t", "ana", ["one", "two", "three"])
-    indexer = _indexer(memory_db, embedder_server[1], http)
+    indexer = _indexer(engine, embedder_server[1], http)
     vectors = [[1.0] + [0.0] * 383] * len(ids)
     async with engine.connect() as deleting:  # a chat deletion, half-way through
         await deleting.execute(text("SELECT 1 FROM messages WHERE chat_id = :c FOR UPDATE"),

@@ -17,6 +17,7 @@ from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.testing import seed_history, seed_summary
 from chat.types import Chat, ModelSettings, Window
+from db.statements import connect
 from tests.backends import until_waiting
 
 BUDGET = 600  # tokens: a window of about ten seeded rows
@@ -63,7 +64,7 @@ async def test_one_statement_opens_the_same_turn_and_window_as_several(
 ) -> None:
     steps = PostgresStepStore(engine)
     one, several = await _chat(engine), await _chat(engine)
-    async with engine.connect() as conn:
+    async with connect(engine) as conn:
         direct = await open_at_once(conn, _request(one, fast=True), BUDGET)
     assert direct is not None  # a free chat opens in one statement
     slow = await steps.open(_request(several, fast=False))
@@ -93,14 +94,14 @@ async def test_one_statement_writes_nothing_when_the_chat_is_not_simply_free(
     held = await steps.open(_request(chat, fast=True, key="k1"))
     assert isinstance(held, Opened)
     before = await _rows(engine, chat.id)
-    async with engine.connect() as conn:
+    async with connect(engine) as conn:
         assert await open_at_once(conn, _request(chat, fast=True), BUDGET) is None  # held
         other_tenant = replace(_request(chat, fast=True), tenant_id="tenant-b")
         assert await open_at_once(conn, other_tenant, BUDGET) is None
     await steps.finish(chat.id, held.begun, FinishedStep(status="complete", content="answer",
                        reasoning="", token_count=1, usage=None, error_code=None, timings={}))
     after_answer = await _rows(engine, chat.id)
-    async with engine.connect() as conn:
+    async with connect(engine) as conn:
         assert await open_at_once(conn, _request(chat, fast=True, key="k1"), BUDGET) is None
     assert await _rows(engine, chat.id) == after_answer != before
 

@@ -13,9 +13,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_engine, create_memory_engine, downgrade, migrate
+from api.database import downgrade, migrate
 from api.reindex import reindex
 from api.settings import Settings
+from db.engine import create_engine
 from llm.onnx_embedder import OnnxMiniLM
 from llm.testing import FakeOpenAIServer
 from memory.indexer import Indexer, IndexerConfig
@@ -38,7 +39,7 @@ async def _count(engine: AsyncEngine, sql: str) -> int:
 
 
 async def test_imported_messages_are_indexed_in_batches_and_recalled_per_user(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM
+    engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
     _, mine = await import_chat(engine, "t", "ana", [
         "My daughter's school play is on Friday at six",
@@ -49,7 +50,7 @@ async def test_imported_messages_are_indexed_in_batches_and_recalled_per_user(
         "Чудово.",
     ])
     await import_chat(engine, "t", "ben", ["Ben's daughter has a school play on Friday too"])
-    indexer = Indexer(memory_db, minilm, minilm.name, IndexerConfig(batch_size=4))
+    indexer = Indexer(engine, minilm, minilm.name, IndexerConfig(batch_size=4))
     assert await indexer.drain_once() == 4  # a batch at a time
     assert await indexer.index_chat(uuid.uuid4())  # a chat with nothing queued
     assert await indexer.pending() == 3  # it took nothing of the others'
@@ -58,7 +59,7 @@ async def test_imported_messages_are_indexed_in_batches_and_recalled_per_user(
     assert await _count(engine, "SELECT count(*) FROM recall_queue") == 0
     assert await _count(engine, "SELECT count(*) FROM message_embeddings") == 7
 
-    recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig())
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
 
     async def top(query: str, mode: str = "hybrid", exclude: list[uuid.UUID] | None = None
                   ) -> list[str]:
@@ -75,13 +76,13 @@ async def test_imported_messages_are_indexed_in_batches_and_recalled_per_user(
 
 
 async def test_reindex_moves_to_a_model_of_another_size_and_resumes_where_it_stopped(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM, database_url: str,
+    engine: AsyncEngine, minilm: OnnxMiniLM, database_url: str,
     small_embedder: tuple[FakeOpenAIServer, str],
 ) -> None:
     chat_id, _ = await import_chat(
         engine, "t", "ana", [f"message number {i} about topic {i % 3}" for i in range(12)])
-    await Indexer(memory_db, minilm, minilm.name).index_chat(chat_id)
-    facts = PostgresFactStore(memory_db, minilm, minilm.name)
+    await Indexer(engine, minilm, minilm.name).index_chat(chat_id)
+    facts = PostgresFactStore(engine, minilm, minilm.name)
     await facts.remember("t", "ana", ["Ana prefers window seats"], [])
 
     server, url = small_embedder
@@ -171,12 +172,12 @@ async def test_upgrading_to_0003_queues_the_history_and_marks_old_facts_as_the_f
 
 
 async def test_a_long_fact_in_a_non_latin_script_is_written_twice_and_forgotten(
-    memory_db: AsyncEngine, minilm: OnnxMiniLM
+    engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
     # 2,000 CJK characters are 6,000 bytes: more than a btree entry holds (2,704).
     rng = random.Random(7)
     fact = "".join(chr(rng.randrange(0x4E00, 0x9FA5)) for _ in range(2000))
-    facts = PostgresFactStore(memory_db, minilm, minilm.name)
+    facts = PostgresFactStore(engine, minilm, minilm.name)
     [first] = await facts.write("t", "ana", [fact], [], origin="tool")
     [second] = await facts.write("t", "ana", [fact], [uuid.uuid4()], origin="tool")
     assert (first.action, second.action) == ("added", "updated") and second.id == first.id
@@ -184,7 +185,7 @@ async def test_a_long_fact_in_a_non_latin_script_is_written_twice_and_forgotten(
 
 
 async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM, database_url: str
+    engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
     """Recall's statement scores its candidates as the ranking does and sends only the best: for
     a user with more candidates than that, in every mode and with either form of the statement,
@@ -193,9 +194,9 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
     lines = [f"the {topics[i % 6]} note {i}: the {topics[(i * 5) % 6]} plan and the budget"
              for i in range(70)]
     await import_chat(engine, "t", "ana", lines)
-    while await Indexer(memory_db, minilm, minilm.name).drain_once():
+    while await Indexer(engine, minilm, minilm.name).drain_once():
         pass
-    facts = PostgresFactStore(memory_db, minilm, minilm.name)
+    facts = PostgresFactStore(engine, minilm, minilm.name)
     await facts.remember("t", "ana", [f"ana's {t} fact {i}: the plan" for i, t in
                                       enumerate(topics * 4)], [])
     async with engine.begin() as conn:  # ages from today to a year back, importance 0.1-0.9
@@ -208,41 +209,36 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
             "- make_interval(days => (ascii(md5(text)) * 7) % 300), "
             "importance = 0.1 + (ascii(md5(text)) % 9) / 10.0 WHERE user_id = 'ana'"),
             {"t0": T0})
-    generic = create_memory_engine(database_url, pool_size=1, generic_plans=True)
     dense_lists = {}
-    try:
-        for small in (False, True):
-            recall = PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig(),
-                                    small_users=generic)
-            if small:
-                await recall.recall("t", "ana", "hello")  # now known to be small
-            for mode in ("hybrid", "dense", "keyword"):
-                everything = RecallConfig(mode=mode, max_items=1000)  # type: ignore[arg-type]
-                query = "what was the garden and boat budget plan"
-                vector = (await minilm.embed_query([query]))[0] if mode != "keyword" else None
-                now = T0 + timedelta(days=3)
-                every = await recall.candidates("t", "ana", query, vector, [], everything,
-                                                now=now)
-                ranked = sorted(every, key=lambda c: (-_parts(c, now, everything)[4],
-                                                      c.created_at))
-                if mode == "dense":  # (distances have no ties here; full-text ranks do)
-                    dense_lists[small] = {(c.id, c.dense_rank) for c in every}
-                for items in range(1, 15):  # each cut: every place of the order is checked
-                    cfg = RecallConfig(mode=mode, max_items=items)  # type: ignore[arg-type]
-                    best = await recall.candidates("t", "ana", query, vector, [], cfg, now=now)
-                    assert len(best) == SHORTLIST * items < len(every), (small, mode)
-                    assert ({c.id for c in best} == {c.id for c in ranked[: len(best)]}), (
-                        small, mode, items)
-        # Both forms find the same nearest messages and facts, in the same order.
-        assert dense_lists[True] == dense_lists[False] and len(dense_lists[True]) == 30 + 24
-    finally:
-        await generic.dispose()
+    for small in (False, True):
+        recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
+        if small:
+            await recall.recall("t", "ana", "hello")  # now known to be small
+        for mode in ("hybrid", "dense", "keyword"):
+            everything = RecallConfig(mode=mode, max_items=1000)  # type: ignore[arg-type]
+            query = "what was the garden and boat budget plan"
+            vector = (await minilm.embed_query([query]))[0] if mode != "keyword" else None
+            now = T0 + timedelta(days=3)
+            every = await recall.candidates("t", "ana", query, vector, [], everything,
+                                            now=now)
+            ranked = sorted(every, key=lambda c: (-_parts(c, now, everything)[4],
+                                                  c.created_at))
+            if mode == "dense":  # (distances have no ties here; full-text ranks do)
+                dense_lists[small] = {(c.id, c.dense_rank) for c in every}
+            for items in range(1, 15):  # each cut: every place of the order is checked
+                cfg = RecallConfig(mode=mode, max_items=items)  # type: ignore[arg-type]
+                best = await recall.candidates("t", "ana", query, vector, [], cfg, now=now)
+                assert len(best) == SHORTLIST * items < len(every), (small, mode)
+                assert ({c.id for c in best} == {c.id for c in ranked[: len(best)]}), (
+                    small, mode, items)
+    # Both forms find the same nearest messages and facts, in the same order.
+    assert dense_lists[True] == dense_lists[False] and len(dense_lists[True]) == 30 + 24
 
 
 async def test_a_forgotten_or_superseded_fact_is_never_recalled_in_either_form(
-    memory_db: AsyncEngine, minilm: OnnxMiniLM, database_url: str
+    engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
-    facts = PostgresFactStore(memory_db, minilm, minilm.name)
+    facts = PostgresFactStore(engine, minilm, minilm.name)
     await facts.remember("t", "bo", ["Bo's locker code is 4417", "Bo's bike is a red Cervelo.",
                                      "Bo parks on level 3 of the garage"], [])
     [locker] = [f for f in await facts.list("t", "bo") if "locker" in f.text]
@@ -250,24 +246,20 @@ async def test_a_forgotten_or_superseded_fact_is_never_recalled_in_either_form(
     # A close paraphrase supersedes the bike fact (memory/store.py).
     [new] = await facts.write("t", "bo", ["Bo's bike is a red Cervelo!"], [], origin="tool")
     assert new.action == "superseded"
-    generic = create_memory_engine(database_url, pool_size=1, generic_plans=True)
-    try:
-        def fresh() -> PostgresRecall:
-            return PostgresRecall(memory_db, minilm, lambda s: len(s.split()), RecallConfig(),
-                                  small_users=generic)
 
-        knows = fresh()
-        await knows.recall("t", "bo", "hello")  # from now on it knows Bo is small
-        for form in ("for any user", "known to be small"):
-            for mode in ("hybrid", "dense", "keyword"):
-                cfg = RecallConfig(mode=mode)  # type: ignore[arg-type]
-                texts = set()
-                for query in ("locker code 4417", "Bo's bike Cervelo"):
-                    recall = knows if form == "known to be small" else fresh()
-                    texts |= {i.text for i in (await recall.recall("t", "bo", query,
-                                                                   config=cfg)).items}
-                assert "Bo's locker code is 4417" not in texts, (form, mode)
-                assert "Bo's bike is a red Cervelo." not in texts, (form, mode)
-                assert "Bo's bike is a red Cervelo!" in texts, (form, mode)
-    finally:
-        await generic.dispose()
+    def fresh() -> PostgresRecall:
+        return PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
+
+    knows = fresh()
+    await knows.recall("t", "bo", "hello")  # from now on it knows Bo is small
+    for form in ("for any user", "known to be small"):
+        for mode in ("hybrid", "dense", "keyword"):
+            cfg = RecallConfig(mode=mode)  # type: ignore[arg-type]
+            texts = set()
+            for query in ("locker code 4417", "Bo's bike Cervelo"):
+                recall = knows if form == "known to be small" else fresh()
+                texts |= {i.text for i in (await recall.recall("t", "bo", query,
+                                                               config=cfg)).items}
+            assert "Bo's locker code is 4417" not in texts, (form, mode)
+            assert "Bo's bike is a red Cervelo." not in texts, (form, mode)
+            assert "Bo's bike is a red Cervelo!" in texts, (form, mode)

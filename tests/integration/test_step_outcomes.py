@@ -9,11 +9,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.audit import audit
-from chat.ports import NewChat
+from chat.ports import NewChat, StoreUnavailable
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.types import ModelSettings
@@ -58,8 +57,8 @@ async def test_a_bug_mid_stream_fails_the_step_and_keeps_the_text(engine: AsyncE
 
 
 class _FinishFails:
-    """The real StepStore, except that finish() fails as it does while Postgres restarts,
-    `failures` times."""
+    """The real StepStore, except that finish() fails as it does while Postgres restarts (the
+    store's outage, from the driver's), `failures` times."""
 
     def __init__(self, inner: PostgresStepStore, failures: float) -> None:
         self.inner, self.failures, self.calls = inner, failures, 0
@@ -70,7 +69,7 @@ class _FinishFails:
     async def finish(self, *args: Any, **kwargs: Any) -> bool:
         self.calls += 1
         if self.calls <= self.failures:
-            raise OperationalError("UPDATE steps ...", {}, ConnectionRefusedError(111, "refused"))
+            raise StoreUnavailable("cannot connect") from ConnectionRefusedError(111, "refused")
         return await self.inner.finish(*args, **kwargs)
 
 
@@ -81,7 +80,7 @@ class _AckLost(_FinishFails):
         self.calls += 1
         written = await self.inner.finish(*args, **kwargs)
         if self.calls == 1:
-            raise OperationalError("UPDATE steps ...", {}, ConnectionResetError(104, "reset"))
+            raise StoreUnavailable("connection lost") from ConnectionResetError(104, "reset")
         return written
 
 

@@ -58,10 +58,10 @@ class OpensAfterTheEmbedderIsAsked:
         return await self.inner.open(*args, **kwargs)
 
 
-async def _step(engine: AsyncEngine, memory_db: AsyncEngine, embedder: WatchedEmbedder,
+async def _step(engine: AsyncEngine, embedder: WatchedEmbedder,
                 model: ScriptedModel) -> list[Any]:
     chats = PostgresChatStore(engine)
-    recall = PostgresRecall(memory_db, embedder, COUNTER.count, RecallConfig())
+    recall = PostgresRecall(engine, embedder, COUNTER.count, RecallConfig())
     deps = StepDeps(
         chats=chats, steps=OpensAfterTheEmbedderIsAsked(PostgresStepStore(engine), embedder.asked),
         brain=model, counter=COUNTER, config=StepConfig(), recall=recall,
@@ -73,10 +73,10 @@ async def _step(engine: AsyncEngine, memory_db: AsyncEngine, embedder: WatchedEm
 
 
 async def test_the_query_vector_is_asked_for_while_the_step_opens_and_only_once(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM,
+    engine: AsyncEngine, minilm: OnnxMiniLM,
 ) -> None:
     embedder = WatchedEmbedder(minilm)
-    events = await _step(engine, memory_db, embedder, ScriptedModel(
+    events = await _step(engine, embedder, ScriptedModel(
         [ContentDelta("By the door."), Finish("stop")]))
     assert events[-1].status == "complete" and embedder.queries == 1
     context = next(e for e in events if e.type == "context")
@@ -84,10 +84,10 @@ async def test_the_query_vector_is_asked_for_while_the_step_opens_and_only_once(
 
 
 async def test_an_embedder_that_fails_leaves_the_step_answered_without_memory(
-    engine: AsyncEngine, memory_db: AsyncEngine, minilm: OnnxMiniLM,
+    engine: AsyncEngine, minilm: OnnxMiniLM,
 ) -> None:
     embedder = WatchedEmbedder(minilm, fail=True)
-    events = await _step(engine, memory_db, embedder, ScriptedModel(
+    events = await _step(engine, embedder, ScriptedModel(
         [ContentDelta("By the door."), Finish("stop")]))
     assert [e.type for e in events][-2:] == ["message_end", "step_end"]
     assert events[-1].status == "complete" and embedder.queries == 1

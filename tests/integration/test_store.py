@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from typing import Any
 
-import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.database import create_engine, downgrade, migrate
+from api.database import downgrade, migrate
 from chat.opening import _OPEN
-from chat.outage import is_outage
 from chat.ports import FinishedStep, LeaseBusy, LeaseMissing, NewChat, Opened, OpenStep, StepOutcome
 from chat.steps import PostgresStepStore
 from chat.store import WINDOW_SQL, PostgresChatStore, history_query
-from chat.tables import checkout, fetch, positional
 from chat.testing import seed_history
 from chat.types import MAX_POSITION, Chat, ModelSettings
-from tests.backends import until_gone, until_waiting
+from db.engine import create_engine
+from db.statements import positional
 
 
 async def _chat(engine: AsyncEngine) -> Chat:
@@ -32,8 +28,6 @@ async def _chat(engine: AsyncEngine) -> Chat:
 async def test_migrations_go_down_to_base_and_up_again(database_url: str) -> None:
     await asyncio.to_thread(downgrade, database_url, "base")
     await asyncio.to_thread(migrate, database_url)
-    from api.database import create_engine
-
     engine = create_engine(database_url, pool_size=1)
     async with engine.connect() as conn:
         tables = set((await conn.execute(text(
@@ -210,7 +204,7 @@ async def test_history_and_window_use_the_index_on_a_100k_message_chat(
         assert "Seq Scan on messages" not in plan, plan
         assert "messages_tail" in plan, plan  # the tail is a range scan of tokens_after
         # The step's opening statement reads the same window, in the generic plan a worker's
-        # connection uses (api/database.py: force_generic_plan).
+        # connection uses (db/engine.py: force_generic_plan).
         sql, names = positional(_OPEN.text)
         await conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
         await conn.exec_driver_sql(f"PREPARE open_step AS {sql}")
@@ -223,90 +217,3 @@ async def test_history_and_window_use_the_index_on_a_100k_message_chat(
         await conn.exec_driver_sql("DEALLOCATE open_step")
         assert "Seq Scan on messages" not in plan, plan
         assert "messages_tail" in plan, plan
-
-
-async def test_a_connection_whose_statement_was_cut_off_is_not_handed_out_again(
-    database_url: str,
-) -> None:
-    # Cancelled mid-statement (a step's heartbeat when its step ends, a client gone), asyncpg is
-    # still cancelling it on the server; should the server be going away meanwhile (a restart
-    # under load), the next user of that connection got a 500 ("another operation is in
-    # progress"). The pool must hand out another connection instead.
-    engine = create_engine(database_url, pool_size=1)  # two connections
-    watcher = create_engine(database_url, pool_size=1)
-    pids: list[int] = []
-    try:
-        async with checkout(engine) as held:  # one is busy elsewhere all along
-            async def slow() -> None:
-                async with checkout(engine) as conn:
-                    pids.append((await fetch(conn, text("SELECT pg_backend_pid()"), {}))[0][0])
-                    await fetch(conn, text("SELECT pg_sleep(5)"), {})
-
-            task = asyncio.create_task(slow())
-            await until_waiting(watcher, "Timeout", "%pg_sleep(5)%")  # the statement runs
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            async with checkout(engine) as conn:
-                [(pid, answer)] = await fetch(conn, text("SELECT pg_backend_pid(), 41 + 1"), {})
-            assert answer == 42 and pid != pids[0]
-            assert (await fetch(held, text("SELECT 1"), {}))[0][0] == 1
-    finally:
-        await engine.dispose()
-        await watcher.dispose()
-
-
-async def test_a_connection_the_server_drops_while_it_is_set_up_is_an_outage(
-    database_url: str,
-) -> None:
-    # Postgres restarting just as a new connection asks it about the vector type: the request
-    # must get the outage's 503, not a 500 (a read during a restart under load got one).
-    engine = create_engine(database_url, pool_size=1)
-
-    def dropped(dbapi_connection: Any, _: Any) -> None:  # the server ends it, before the type
-        async def terminate(conn: Any) -> None:
-            with contextlib.suppress(Exception):
-                await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-
-        dbapi_connection.run_async(terminate)
-
-    event.listen(engine.sync_engine, "connect", dropped, insert=True)
-    try:
-        with pytest.raises(Exception) as caught:  # noqa: PT011 - whatever the driver raises
-            async with checkout(engine):
-                pass
-        assert is_outage(caught.value), repr(caught.value)
-        event.remove(engine.sync_engine, "connect", dropped)
-        async with checkout(engine) as conn:  # and the next connection serves
-            assert (await fetch(conn, text("SELECT 41 + 1"), {}))[0][0] == 42
-    finally:
-        await engine.dispose()
-
-
-async def test_a_connection_lost_under_a_transactions_own_statements_is_not_handed_out_again(
-    database_url: str,
-) -> None:
-    # The server drops a connection and the next thing sent on it is asyncpg's own BEGIN (the
-    # indexer's and the fact store's transactions), not a statement through `fetch`: the caller
-    # sees the outage, and the pool must not hand that connection to the next user.
-    engine = create_engine(database_url, pool_size=1)  # two connections
-    killer = create_engine(database_url, pool_size=1)
-    try:
-        async with checkout(engine) as held:  # one is busy elsewhere all along
-            with pytest.raises(Exception) as caught:  # noqa: PT011 - whatever the driver raises
-                async with checkout(engine) as conn:
-                    [(pid,)] = await fetch(conn, text("SELECT pg_backend_pid()"), {})
-                    async with checkout(killer) as other:
-                        await fetch(other, text("SELECT pg_terminate_backend(:pid)"),
-                                    {"pid": pid})
-                    await until_gone(killer, [pid])
-                    async with conn.raw.transaction():
-                        await fetch(conn, text("SELECT 1"), {})
-            assert is_outage(caught.value), repr(caught.value)
-            async with checkout(engine) as conn:
-                [(again, answer)] = await fetch(conn, text("SELECT pg_backend_pid(), 41 + 1"),
-                                                {})
-            assert answer == 42 and again != pid
-            assert (await fetch(held, text("SELECT 1"), {}))[0][0] == 1
-    finally:
-        await engine.dispose()
-        await killer.dispose()

@@ -1,19 +1,28 @@
 """The rows a worker holds of the windows it read (chat/window_cache.py), against real Postgres:
 a worker that holds them reads the very windows of one that holds none, while other workers
-step the chat, a summary lands inside what it holds, or what it holds lacks a row."""
+step the chat, a summary lands inside what it holds, or what it holds lacks a row; and Postgres
+rejects a change to a row that is no longer streaming, which is what lets a worker hold it
+(migration 0010)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+import asyncpg
+import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from api.database import downgrade, migrate
 from chat.ports import FinishedStep, NewChat, Opened, OpenStep
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.testing import seed_history, seed_summary
 from chat.types import Chat, ModelSettings, Window
 from chat.window_cache import NOTHING_HELD, WindowCache
+from db.engine import create_engine
+from db.statements import connect, fetch
 
 BUDGET = 2_000  # tokens: a window of ~25 seeded rows
 ROWS = 100
@@ -104,3 +113,69 @@ async def test_a_row_missing_from_what_a_worker_holds_is_read_again(engine: Asyn
     window = await chats.load_window(again.chat, ROWS, BUDGET,
                                      before=again.begun.user_message.position)
     assert _shape(window) == _shape(await _fresh_window(engine, again))
+
+
+_CHANGES = {
+    "content": "SET content = 'redacted'",
+    "reasoning": "SET reasoning = 'other thoughts'",
+    "back_to_streaming": "SET status = 'streaming'",
+    "meta": "SET meta = meta || '{\"tool_calls\": []}'",
+    "token_count": "SET token_count = token_count + 1",
+}
+
+
+@pytest.mark.parametrize("change", list(_CHANGES))
+async def test_postgres_rejects_a_change_to_a_message_that_is_no_longer_streaming(
+    engine: AsyncEngine, change: str,
+) -> None:
+    steps, chats = PostgresStepStore(engine), PostgresChatStore(engine)
+    chat = await PostgresChatStore(engine).create_chat(
+        NewChat("tenant-a", "u1", "t", "sys", ModelSettings(), "queue"))
+    opened = await steps.open(_request(chat, "question"))
+    assert isinstance(opened, Opened)
+    # A streaming answer changes as it goes, and once when it ends: jin's own updates pass.
+    await steps.heartbeat(chat.id, opened.begun, None, ("half an", "thinking", 2))
+    assert await steps.finish(chat.id, opened.begun, status="complete", content="an answer",
+                              reasoning="thinking more", token_count=2, usage=None,
+                              error_code=None, timings={})
+    for message_id in (opened.begun.user_message.id, opened.begun.assistant_message_id):
+        with pytest.raises(asyncpg.CheckViolationError) as caught:
+            async with connect(engine) as conn:
+                await fetch(conn, text(f"UPDATE messages {_CHANGES[change]} WHERE id = :id"),
+                            {"id": message_id})
+        assert caught.value.constraint_name == "messages_final"
+        assert "no longer streaming never changes" in str(caught.value), caught.value
+        assert "JIN_WINDOW_CACHE_CHARS" in caught.value.hint  # what to do instead
+    page = await chats.list_messages("tenant-a", chat.id, before=None, after=None, limit=10)
+    assert page is not None
+    assert [(m.content, m.reasoning, m.status, m.token_count) for m in page.messages] == [
+        ("question", "", "complete", 3), ("an answer", "thinking more", "complete", 2)]
+    # What no prompt reads may still change, and a chat's rows still go with it.
+    async with connect(engine) as conn:
+        await fetch(conn, text("UPDATE messages SET created_at = now() WHERE chat_id = :c"),
+                    {"c": chat.id})
+    assert await chats.delete_chat("tenant-a", chat.id)
+
+
+async def test_the_rule_for_final_messages_goes_with_its_downgrade(empty_url: str) -> None:
+    await asyncio.to_thread(migrate, empty_url)
+    db = create_engine(empty_url, pool_size=1)
+    trigger = text("SELECT count(*) FROM pg_trigger WHERE tgname = 'messages_final'")
+    try:
+        async with connect(db) as conn:
+            assert (await fetch(conn, trigger, {}))[0][0] == 1
+        await asyncio.to_thread(downgrade, empty_url, "0009")
+        async with connect(db) as conn:
+            assert (await fetch(conn, trigger, {}))[0][0] == 0
+            chat, message = uuid.uuid4(), uuid.uuid4()
+            await fetch(conn, text("INSERT INTO chats (id, tenant_id, user_id) "
+                                   "VALUES (:c, 't', 'u')"), {"c": chat})
+            await fetch(conn, text("INSERT INTO messages (id, chat_id, position, kind, content) "
+                                   "VALUES (:m, :c, 1, 'user', 'hi')"), {"m": message, "c": chat})
+            await fetch(conn, text("UPDATE messages SET content = 'changed' WHERE id = :m"),
+                        {"m": message})
+        await asyncio.to_thread(migrate, empty_url)
+        async with connect(db) as conn:
+            assert (await fetch(conn, trigger, {}))[0][0] == 1
+    finally:
+        await db.dispose()

@@ -67,7 +67,7 @@ def test_a_row_goes_to_the_model_with_its_role_name_and_tool_call() -> None:
         PromptMessage("tool", "r1", tool_call_id="c1"),
         PromptMessage("system", "started over"),
     ]
-    # Made without __init__ (chat.types.built): every field is the message's own.
+    # Made without __init__ (db.rows.built): every field is the message's own.
     assert all(set(vars(m)) == {f.name for f in dataclasses.fields(PromptMessage)} for m in sent)
 
 

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import uuid
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, files
@@ -194,6 +195,14 @@ def test_jin_containers_get_only_real_settings(compose: dict[str, Any]) -> None:
     image_env = set(re.findall(r"\b(JIN_[A-Z0-9_]+)=", dockerfile))
     assert image_env == {"JIN_HOST", "JIN_PORT"}
     assert image_env <= SETTINGS
+
+
+def test_the_image_holds_every_package_jin_installs() -> None:
+    # A package the Dockerfile leaves out is an image that cannot start (db/ was one).
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"]
+    copied = set(re.findall(r"^COPY (\w+) \1$", (ROOT / "Dockerfile").read_text(), re.M))
+    assert {p.split(".")[0] for p in packages} <= copied
 
 
 def _seconds(value: str) -> float:

@@ -1,4 +1,6 @@
-"""The database's errors as problems, over real HTTP: away is 503 with Retry-After, else 500."""
+"""The database's errors as problems, over real HTTP: away is 503 with Retry-After, else 500.
+Away is what a store raises (StoreUnavailable), or the driver's own error where SQL runs outside
+the stores."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from api.problems import install
+from db.errors import StoreUnavailable
 from llm.testing import serve_in_thread, stop_thread_server
 
 _RAISED = {
@@ -34,14 +37,20 @@ def url() -> Iterator[str]:
     async def _raise(name: str) -> None:
         raise _RAISED[name]
 
+    @app.get("/store_unavailable")
+    async def _store() -> None:
+        raise StoreUnavailable("the database is unavailable") from _RAISED["terminated"]
+
     server, thread, port = serve_in_thread(app)
     yield f"http://127.0.0.1:{port}"
     stop_thread_server(server, thread)
 
 
-@pytest.mark.parametrize("name", ["closed", "terminated", "shutting_down", "stuck"])
-def test_the_driver_losing_the_server_is_a_503_to_retry(url: str, name: str) -> None:
-    response = httpx.get(f"{url}/raise/{name}")
+@pytest.mark.parametrize("path", [
+    "/store_unavailable", *(f"/raise/{name}" for name in ("closed", "terminated",
+                                                          "shutting_down", "stuck"))])
+def test_the_database_away_is_a_503_to_retry(url: str, path: str) -> None:
+    response = httpx.get(f"{url}{path}")
     assert response.status_code == 503
     assert response.headers["content-type"] == "application/problem+json"
     assert response.json()["code"] == "database_unavailable"

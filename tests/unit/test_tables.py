@@ -28,7 +28,7 @@ def test_a_message_row_sets_every_field_and_stays_frozen() -> None:
 def test_jsonb_reads_as_json_loads_reads_it_big_integers_exact() -> None:
     import json
 
-    from api.database import _loads
+    from db.engine import _loads
 
     texts = ['{}', '{"a": 1, "b": [1.5, null, true], "c": {"d": "é"}}', '[]', '"x"', '0',
              '{"id": 123456789012345678901234567890}', '{"n": -9223372036854775808}',

@@ -1,16 +1,28 @@
-"""Is this error the database being away (retry later), or a real failure?
+"""The database being away, as the stores of chat/ and memory/ raise it.
 
-One answer for everyone who must tell them apart: the HTTP edge (503 with Retry-After against
-500), a step saving its answer (try again while the lease holds, or give up at once), the key
-check. Away means: the connection broke or could not be made, or Postgres says "not now"
-(SQLSTATE classes 08 connection exception, 53 insufficient resources, 57P operator
-intervention: shutting down, starting up).
+    StoreUnavailable      the database cannot be reached, or says "not now": retry later
+                          (the API answers 503 database_unavailable with Retry-After; a step
+                          saving its answer tries again while its lease holds). Raised from
+                          the driver's or SQLAlchemy's error, which stays its `__cause__`.
+
+Any other error of a statement (a bug, a constraint, bad data) passes as the driver raised it.
+
+`is_outage` is the one answer to "away, or a real failure?" for everyone who must tell them
+apart: the database seam (db/statements.py), and the code that talks to SQLAlchemy itself (the
+key check, the API's handlers of SQLAlchemy's and asyncpg's errors). Away means: the connection
+broke or could not be made, or Postgres says "not now" (SQLSTATE classes 08 connection
+exception, 53 insufficient resources, 57P operator intervention: shutting down, starting up).
 """
 
 from __future__ import annotations
 
 import asyncpg
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+
+class StoreUnavailable(Exception):
+    """The database is away; the same call may succeed later."""
+
 
 _NOT_NOW = ("08", "53", "57P")
 # The connection is gone or unusable: the socket's errors and asyncpg's. An InternalClientError
@@ -29,6 +41,8 @@ DISCONNECTED = (
 
 
 def is_outage(exc: BaseException) -> bool:
+    if isinstance(exc, StoreUnavailable):
+        return True
     if isinstance(exc, DBAPIError) and (
             exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)):
         return True
