@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from alembic.config import Config
 from sqlalchemy import make_url
 
 from db.engine import async_url
@@ -34,7 +35,8 @@ def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> Embe
     import pgserver  # imported here: only the embedded mode needs it
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(data_dir / "pg", cleanup_mode=cleanup_mode)
+    server = pgserver.get_server(  # type: ignore[attr-defined]
+        data_dir / "pg", cleanup_mode=cleanup_mode)
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{EMBEDDED_DB}';")
     if "(0 rows)" in exists:
         server.psql(f"CREATE DATABASE {EMBEDDED_DB};")
@@ -62,8 +64,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _alembic_config(url: str):  # noqa: ANN202 - alembic.config.Config
-    from alembic.config import Config
+def _alembic_config(url: str) -> Config:
 
     import migrations
 

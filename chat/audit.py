@@ -118,5 +118,5 @@ async def audit(engine: AsyncEngine) -> Audit:
         [totals] = await fetch(conn, text(
             "SELECT (SELECT count(*) FROM chats), (SELECT count(*) FROM messages), "
             "(SELECT count(*) FROM steps)"), {})
-    rows = {"chats": totals[0], "messages": totals[1], "steps": totals[2]}
-    return Audit(counts=counts, samples=samples, rows=rows)
+    sizes = {"chats": totals[0], "messages": totals[1], "steps": totals[2]}
+    return Audit(counts=counts, samples=samples, rows=sizes)

@@ -214,7 +214,7 @@ class InMemoryStepStore:
                 del self.state.leases[chat.id]  # a replay writes nothing new
                 return done
         window = await self.chats.load_window(chat, request.window_rows,
-                                              request.window_budget(chat))
+                                              request.window_budget)
         user = self.chats._row(chat.id, self.chats._next_position(chat.id), "user",
                                request.content, "complete", request.token_count,
                                step_id=request.step_id, key=request.idempotency_key)

@@ -7,7 +7,6 @@ seam, db/errors.py; retry later); no driver's error crosses a port.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -64,10 +63,12 @@ class OpenStep:
     worker: str
     lease_ttl: float
     window_rows: int
-    window_budget: Callable[[Chat], int]
-    # The window budget of a chat that sets none of its own: the store may then read the
-    # window in the statement that takes the lease, before it knows the chat.
-    default_budget: int | None = None
+    # The tail budget the window is read with: the deployment's, which is every chat's but
+    # those that set their own (the caller reads theirs again: ChatStore.load_window). Known
+    # before the chat is, it lets the store read the window in the statement that takes the
+    # lease.
+    window_budget: int
+    one_statement: bool = True  # may open in one statement (chat/opening.py) when it can
 
 
 @dataclass(frozen=True)

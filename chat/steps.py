@@ -34,7 +34,7 @@ from chat.tables import (
     message_from_row,
     step_from_row,
 )
-from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Window
+from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message
 from chat.window_cache import WindowCache
 from db.statements import Connection, connect, fetch, json_text
 
@@ -203,11 +203,11 @@ class PostgresStepStore:
         # no transaction of their own: each is atomic, and nobody else writes the turn.
         async with connect(self._db) as conn:
             try:
-                if request.default_budget is not None:
+                if request.one_statement:
                     opened = await open_at_once(
-                        conn, request, request.default_budget, self._windows)
+                        conn, request, request.window_budget, self._windows)
                     if opened is not None:
-                        return await _with_own_budget(conn, request, *opened, self._windows)
+                        return Opened(*opened)
                 chat = await _take_lease(conn, params)
                 if not isinstance(chat, Chat):
                     return chat
@@ -217,7 +217,7 @@ class PostgresStepStore:
                         await fetch(conn, _RELEASE, params)  # a replay writes nothing new
                         return outcome
                 window = await read_window(
-                    conn, chat, request.window_rows, request.window_budget(chat),
+                    conn, chat, request.window_rows, request.window_budget,
                     held=self._windows,
                 )
                 begun = await _begin(conn, request)
@@ -306,18 +306,6 @@ class PostgresStepStore:
         async with connect(self._db) as conn:
             rows = await fetch(conn, _REQUEST_ABORT, {"chat": chat_id, "t": tenant_id})
         return rows[0][0] if rows else None
-
-
-async def _with_own_budget(
-    conn: Connection, request: OpenStep, chat: Chat, window: Window, begun: BegunStep,
-    held: WindowCache,
-) -> Opened:
-    """The opened step; its window read again if the chat sets a budget of its own."""
-    budget = request.window_budget(chat)
-    if budget != request.default_budget:
-        window = await read_window(conn, chat, request.window_rows, budget,
-                                   before=begun.user_message.position, held=held)
-    return Opened(chat, window, begun)
 
 
 async def _take_lease(

@@ -88,7 +88,8 @@ class _Checkout:
 async def fetch(conn: Connection, statement: TextClause, params: dict[str, Any]) -> list[Any]:
     """Run a `:name` statement with `params` by name; its rows as asyncpg records."""
     sql, names = positional(statement.text)  # .text: str() would compile the clause each call
-    return await conn.raw.fetch(sql, *(params[name] for name in names))
+    rows: list[Any] = await conn.raw.fetch(sql, *(params[name] for name in names))
+    return rows
 
 
 _POSITIONAL: dict[str, tuple[str, list[str]]] = {}

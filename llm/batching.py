@@ -71,7 +71,7 @@ class BatchedQueries:
         finally:
             # Out of the count now, not by a done callback: a query arriving before that would
             # count this sender and wait for it, and nobody would send it.
-            self._senders.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._senders.discard(asyncio.current_task())
             # Only when this task is cancelled (the worker stopping) is anyone left waiting.
             for _, answer in [*batch, *self._waiting]:
                 answer.cancel()

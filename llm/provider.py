@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from contextlib import aclosing, asynccontextmanager
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 import orjson
@@ -88,12 +88,12 @@ class Provider:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise MalformedStream(f"`{path}` did not answer JSON") from exc
 
-    async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[bytes]:
+    async def stream(self, path: str, body: dict[str, Any]) -> AsyncGenerator[bytes, None]:
         """POST `body`; the answer's body in pieces as they come. Leaving early (an abort)
         closes the connection: one half read cannot serve another call. Raises LLMError."""
         deadline = self._deadline()
         async with self._answer("POST", path, body, "text/event-stream", deadline) as response, \
-                aclosing(response.aiter_bytes()) as pieces:
+                aclosing(cast(AsyncGenerator[bytes, None], response.aiter_bytes())) as pieces:
             while (piece := await self._within(deadline, anext(pieces, None))) is not None:
                 yield piece
 

@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -166,7 +166,8 @@ def _summarise(prompt: str) -> str:
 
 def embed_text(text: str, dim: int) -> list[float]:
     """A deterministic bag-of-words vector: texts sharing words are close."""
-    return _embed_array(text, dim).tolist()
+    vector: list[float] = _embed_array(text, dim).tolist()
+    return vector
 
 
 def _embed_array(text: str, dim: int) -> np.ndarray:
@@ -368,7 +369,9 @@ class FakeOpenAIServer:
         stop_thread_server(self._server, self._thread)
 
 
-def serve_in_thread(app: Any, *, port: int = 0, lifespan: str = "on") -> tuple[Any, Any, int]:
+def serve_in_thread(
+    app: Any, *, port: int = 0, lifespan: Literal["auto", "on", "off"] = "on"
+) -> tuple[Any, Any, int]:
     """Run an ASGI app under a real uvicorn in a daemon thread; returns (server, thread, port)."""
     import uvicorn
 

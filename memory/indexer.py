@@ -198,7 +198,8 @@ class Indexer:
 
     async def _index(self, rows: list[Any]) -> Drained:
         # Vectors the steps left (their recall embedded these texts already), if this embedder's.
-        kept, embed = [], []
+        kept: list[Any] = []
+        embed: list[Any] = []
         for row in rows:
             (kept if self._usable(row) else embed).append(row)
         indexed = parked = 0

@@ -7,14 +7,13 @@ seam, db/errors.py; the chat ports raise the same); no driver's error crosses a 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
 from db.errors import StoreUnavailable as StoreUnavailable
 from llm.ports import Embedding
-from memory.recall import Mode, RecallConfig, RecallResult
+from memory.recall import Mode, RecallConfig, RecallQuery, RecallResult
 
 
 @dataclass(frozen=True)
@@ -109,19 +108,10 @@ class Recaller(Protocol):
         ...
 
     async def recall(
-        self, tenant_id: str, user_id: str, query: str, *,
-        exclude: list[uuid.UUID] | None = None, now: datetime | None = None,
-        config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
-        budget_tokens: int | None = None,
-        shown_from: tuple[uuid.UUID, int, datetime] | None = None,
-        vector: Awaitable[Embedding | None] | None = None,
+        self, query: RecallQuery, config: RecallConfig | None = None
     ) -> RecallResult:
-        """Ranked items for the fence; `exclude` are messages the window already shows, and
-        `shown_from` a chat, a position and that row's time, from which on all its rows are
-        in the window;
-        `hide` is a chat and its "start over" time, before which its rows are not recalled;
-        `budget_tokens` lowers the fence's budget to what the prompt has room for; `vector`,
-        the query's vector asked for earlier (query_vector), else recall asks for it."""
+        """Ranked items for the fence, within the config's budget (the deployment's when
+        None) or the query's, when lower."""
         ...
 
 

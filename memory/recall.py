@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -81,6 +81,23 @@ class Recalled:
             "chat_id": str(self.chat_id) if self.chat_id else None,
             "tokens": self.tokens, "scores": self.scores,
         }
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    """What one recall asks: whose memory, for which text, and what not to bring back."""
+
+    tenant_id: str
+    user_id: str
+    text: str
+    exclude: tuple[uuid.UUID, ...] = ()  # rows the window already shows
+    # A chat, a position and that row's time: the chat's rows from there on are in the window.
+    shown_from: tuple[uuid.UUID, int, datetime] | None = None
+    # A chat and the time of its "start over" line: its rows before that stay forgotten.
+    hide: tuple[uuid.UUID, datetime] | None = None
+    budget_tokens: int | None = None  # lower than the config's: what the prompt has room for
+    vector: Awaitable[Embedding | None] | None = None  # the query's vector, asked for earlier
+    now: datetime | None = None  # recency is measured from here (tests, replays)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -24,7 +24,15 @@ from db.statements import connect, fetch
 from llm.ports import Embedder, Embedding
 from memory.indexer import MAX_CHARS
 from memory.owners import ANN_FROM, nearest
-from memory.recall import Candidate, Mode, RecallConfig, RecallResult, keyword_query, rank
+from memory.recall import (
+    Candidate,
+    Mode,
+    RecallConfig,
+    RecallQuery,
+    RecallResult,
+    keyword_query,
+    rank,
+)
 
 _OWNER = "tenant_id = :t AND user_id = :u"
 # What the window shows is never recalled: a few rows by id (the first exchange, the new
@@ -229,7 +237,7 @@ class PostgresRecall:
         self, tenant_id: str, user_id: str, query: str, *, mode: Mode, limit: int
     ) -> RecallResult:
         config = replace(self.config, mode=mode, max_items=limit, budget_tokens=1_000_000)
-        return await self.recall(tenant_id, user_id, query, config=config)
+        return await self.recall(RecallQuery(tenant_id, user_id, query), config)
 
     async def query_vector(self, query: str) -> Embedding | None:
         return None if self.config.mode == "keyword" else await self._embed(query)
@@ -238,33 +246,27 @@ class PostgresRecall:
         return (await self._embedder.embed_query([query[:MAX_QUERY_CHARS]]))[0]
 
     async def recall(
-        self, tenant_id: str, user_id: str, query: str, *,
-        exclude: list[uuid.UUID] | None = None, now: datetime | None = None,
-        config: RecallConfig | None = None, hide: tuple[uuid.UUID, datetime] | None = None,
-        budget_tokens: int | None = None,
-        shown_from: tuple[uuid.UUID, int, datetime] | None = None,
-        vector: Awaitable[Embedding | None] | None = None,
+        self, query: RecallQuery, config: RecallConfig | None = None
     ) -> RecallResult:
-        """The fence's items for a query; `exclude` and `shown_from` (a chat, a position and
-        that row's time: its rows from there on) are what the window already shows, `hide` a
-        chat and the time of its "start over" line: its rows before that stay forgotten;
-        `vector` the query's vector asked for earlier (query_vector)."""
+        """The fence's items for a query (memory/recall.py RecallQuery says what each part
+        keeps out)."""
         cfg = config or self.config
-        if budget_tokens is not None and budget_tokens < cfg.budget_tokens:
-            cfg = replace(cfg, budget_tokens=budget_tokens)  # what the prompt has room for
-        query = query[:MAX_QUERY_CHARS]
+        if query.budget_tokens is not None and query.budget_tokens < cfg.budget_tokens:
+            cfg = replace(cfg, budget_tokens=query.budget_tokens)
+        text = query.text[:MAX_QUERY_CHARS]
         started = time.perf_counter()
-        asked, vector = vector, None
+        vector: Embedding | None = None
         if cfg.mode != "keyword":
             # embed_ms is how long recall waited for it: of a vector asked for early, what
             # the step's own reads did not cover.
-            vector = await asked if asked is not None else None
+            vector = await query.vector if query.vector is not None else None
             if vector is None:  # not asked for, or asked under another mode
-                vector = await self._embed(query)
+                vector = await self._embed(text)
         embedded = time.perf_counter()
-        now = now or datetime.now(UTC)
+        now = query.now or datetime.now(UTC)
         candidates = await self.candidates(
-            tenant_id, user_id, query, vector, exclude or [], cfg, hide, shown_from, now=now
+            query.tenant_id, query.user_id, text, vector, list(query.exclude), cfg, query.hide,
+            query.shown_from, now=now,
         )
         searched = time.perf_counter()
         items = rank(candidates, now, cfg, self._count)
@@ -274,7 +276,7 @@ class PostgresRecall:
             "rank_ms": round((time.perf_counter() - searched) * 1000, 3),
         }
         own = (self._text_vectors, vector) if self._text_vectors and vector is not None else None
-        return RecallResult(items, query, cfg.mode, len(candidates), timings, own)
+        return RecallResult(items, text, cfg.mode, len(candidates), timings, own)
 
     async def candidates(
         self, tenant_id: str, user_id: str, query: str, vector: Embedding | None,

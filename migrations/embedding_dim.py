@@ -30,10 +30,11 @@ def configured_dim(attributes: dict[str, Any]) -> int:
 
 
 def current_dim(connection: sa.Connection) -> int:
-    return connection.execute(sa.text(
+    dim: int = connection.execute(sa.text(
         "SELECT atttypmod FROM pg_attribute "
         "WHERE attrelid = 'message_embeddings'::regclass AND attname = 'embedding'"
     )).scalar_one()
+    return dim
 
 
 def resize(op: Any, dim: int) -> None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from chat.types import Chat, Window
 from llm.ports import Embedding, TokenCounter
 from memory.ports import Recaller
-from memory.recall import RecallResult, render
+from memory.recall import RecallQuery, RecallResult, render
 from orchestrator.compaction import hidden_before
 from orchestrator.context import MEMORY_PREAMBLE, MEMORY_TAG, PromptPlan, with_memory
 
@@ -35,11 +35,11 @@ async def recall_into(
     first = window.tail[0] if window.tail else None
     shown_from = (chat.id, first.position, first.created_at) if first else None
     hidden = hidden_before(window.summary)
-    result = await recall.recall(
+    result = await recall.recall(RecallQuery(
         chat.tenant_id, chat.user_id, query,
-        exclude=[*(m.id for m in window.head), *(also_shown or [])], shown_from=shown_from,
+        exclude=(*(m.id for m in window.head), *(also_shown or [])), shown_from=shown_from,
         hide=(chat.id, hidden) if hidden else None, budget_tokens=room, vector=vector,
-    )
+    ))
     items = list(result.items)
     fitted = plan
     while items:

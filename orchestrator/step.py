@@ -154,8 +154,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         worker=cfg.worker_id,
         lease_ttl=cfg.lease_ttl,
         window_rows=cfg.window_read_rows,
-        window_budget=lambda chat: budget_for(chat, cfg).total,
-        default_budget=budget_of(ModelSettings(), cfg).total,
+        window_budget=budget_of(ModelSettings(), cfg).total,
     )
     # Recall will search with the message's vector: the embedder is asked now, while the step
     # opens (its round trip off the step's path), and dropped if the step does not run.
@@ -172,9 +171,29 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         _drop(vector)
         return Replayed(result)
     assert isinstance(result, Opened)  # (follow_policy returned past the lease)
-    plan = assemble(result.window, request.content, budget_for(result.chat, cfg), deps.counter)
-    return Started(result.chat, result.begun, result.window, plan, received_at,
+    budget = budget_for(result.chat, cfg)
+    window = result.window
+    if budget.total != open_step.window_budget:  # the chat sets a budget of its own
+        window = await _own_window(deps, result, budget.total, vector)
+    plan = assemble(window, request.content, budget, deps.counter)
+    return Started(result.chat, result.begun, window, plan, received_at,
                    time.perf_counter(), query_vector=vector)
+
+
+async def _own_window(
+    deps: StepDeps, opened: Opened, budget: int, vector: asyncio.Task[Any] | None
+) -> Window:
+    """The window of a chat with a budget of its own, read again for it. The step is open: if
+    that read fails, the step ends as failed (its user message kept) before the error goes on."""
+    try:
+        return await deps.chats.load_window(opened.chat, deps.config.window_read_rows, budget,
+                                            before=opened.begun.user_message.position)
+    except BaseException as exc:
+        _drop(vector)
+        code = "database_unavailable" if isinstance(exc, StoreUnavailable) else "internal_error"
+        failed = FinishedStep("failed", "", "", 0, None, code, {})
+        await asyncio.shield(deps.steps.finish(opened.chat.id, opened.begun, failed))
+        raise
 
 
 def _early_vector(

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -31,10 +31,10 @@ from llm.tokens import TiktokenCounter
 from memory.evaluation.dataset import Dataset, load_dataset
 from memory.evaluation.scores import QuestionRun, aggregate, format_report, write_run
 from memory.indexer import Indexer
-from memory.recall import RecallConfig
+from memory.recall import Mode, RecallConfig, RecallQuery
 from memory.search import PostgresRecall
 
-MODES = ("hybrid", "dense", "keyword")
+MODES: tuple[Mode, ...] = ("hybrid", "dense", "keyword")
 
 
 class Progress(Protocol):
@@ -52,7 +52,7 @@ class Plan:
     """What to measure: the dataset file, the recall modes, where run files go."""
 
     dataset: str
-    mode: str = "hybrid"  # one of MODES, or "all"
+    mode: Mode | Literal["all"] = "hybrid"
     out: str | None = None  # a run file per mode when several
     keep: bool = False  # leave the ingested tenant in the database
 
@@ -96,8 +96,9 @@ async def _ask(
     started = time.perf_counter()
     for question in dataset.questions:
         asked = time.perf_counter()
-        result = await recall.recall(tenant, question.conversation_id, question.question,
-                                     now=question.asked_at, config=config)
+        result = await recall.recall(RecallQuery(tenant, question.conversation_id,
+                                                 question.question, now=question.asked_at),
+                                     config)
         latency = time.perf_counter() - asked
         results = [turn_of[item.id] for item in result.items if item.id in turn_of]
         rows.append(QuestionRun.of(question, results, latency))
@@ -131,7 +132,7 @@ async def run_recall_benchmark(
         base = replace(config, max_items=20, budget_tokens=10**9,
                        candidates=max(config.candidates, 40))
         recall = PostgresRecall(engine, embedder, counter.count, base)
-        modes = list(MODES[::-1]) if plan.mode == "all" else [plan.mode]
+        modes: list[Mode] = list(MODES[::-1]) if plan.mode == "all" else [plan.mode]
         for mode in modes:
             rows, wall = await _ask(recall, dataset, tenant, turn_of, replace(base, mode=mode))
             print(format_report(aggregate(rows, wall), title=f"recall, {mode}"))

@@ -110,7 +110,7 @@ class Summary:
 
 def _scores(rows: Sequence[QuestionRun]) -> Scores:
     def mean(metric: Any, k: int) -> float:
-        return sum(metric(r.results, r.evidence, k) for r in rows) / len(rows)
+        return float(sum(metric(r.results, r.evidence, k) for r in rows)) / len(rows)
 
     return Scores(
         questions=len(rows), recall_5=mean(recall_at, 5), recall_10=mean(recall_at, 10),

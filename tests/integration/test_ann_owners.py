@@ -22,7 +22,7 @@ from db.statements import connect, fetch, positional
 from llm.onnx_embedder import OnnxMiniLM
 from memory.indexer import Indexer, IndexerConfig
 from memory.owners import ANN_FROM, count_written
-from memory.recall import RecallConfig
+from memory.recall import RecallConfig, RecallQuery
 from memory.search import _FOR_ANY_USER, PostgresRecall, for_small_users
 from memory.store import FactConfig, PostgresFactStore
 from tests.integration.history import T0, import_chat
@@ -51,7 +51,7 @@ async def test_a_user_joins_the_index_at_the_threshold_and_is_recalled_before_an
     recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
 
     async def first(query: str) -> str:
-        result = await recall.recall("t", "ana", query, config=RecallConfig(mode="dense"))
+        result = await recall.recall(RecallQuery("t", "ana", query), RecallConfig(mode="dense"))
         return result.items[0].text
 
     await indexer.drain_once()
@@ -70,7 +70,7 @@ async def test_a_user_joins_the_index_at_the_threshold_and_is_recalled_before_an
                                "GROUP BY 1 ORDER BY 1") == [("ana", True, 6), ("ben", False, 1)]
     assert (await first("where is the spare key?")).startswith("The spare key")
     assert (await first("when do I fly to Portugal?")).startswith("My flight")
-    ben = await recall.recall("t", "ben", "spare key", config=RecallConfig(mode="dense"))
+    ben = await recall.recall(RecallQuery("t", "ben", "spare key"), RecallConfig(mode="dense"))
     assert [i.text for i in ben.items] == ["Ben keeps his spare key at the office"]
 
     # A row that an older worker wrote outside the index (during a rolling upgrade) is found
@@ -91,7 +91,7 @@ async def test_a_user_who_grows_past_the_threshold_is_recalled_by_a_worker_that_
     await indexer.index_chat(chat_id)
     recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
     dense = RecallConfig(mode="dense")
-    assert (await recall.recall("t", "ana", "spare key", config=dense)).items  # seen small
+    assert (await recall.recall(RecallQuery("t", "ana", "spare key"), dense)).items  # seen small
     await import_chat(engine, "t", "ana", ANA[2:])  # another chat of hers
     while await indexer.drain_once():
         pass
@@ -99,7 +99,7 @@ async def test_a_user_who_grows_past_the_threshold_is_recalled_by_a_worker_that_
     assert await _rows(engine, "SELECT DISTINCT ann FROM message_embeddings") == [(True,)]
     for query, found in (("when do I fly to Portugal?", "My flight"),
                          ("where is the spare key?", "The spare key")):
-        result = await recall.recall("t", "ana", query, config=dense)
+        result = await recall.recall(RecallQuery("t", "ana", query), dense)
         assert result.items[0].text.startswith(found)
 
 
@@ -112,7 +112,7 @@ async def test_a_user_joins_the_indexes_by_facts_and_duplicates_are_still_caught
     recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
 
     async def first(query: str) -> str:
-        result = await recall.recall("t", "ana", query, config=RecallConfig(mode="dense"))
+        result = await recall.recall(RecallQuery("t", "ana", query), RecallConfig(mode="dense"))
         return result.items[0].text
 
     await facts.remember("t", "ana", ["Ana's favourite colour is green."], [])
@@ -128,8 +128,8 @@ async def test_a_user_joins_the_indexes_by_facts_and_duplicates_are_still_caught
     assert (await first("what is the name of Ana's cat?")).startswith("Ana's cat")
     recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
     assert (await first("what is the name of Ana's cat?")).startswith("Ana's cat")  # anew
-    found = await recall.recall("t", "ana", "where is the spare key?",
-                                config=RecallConfig(mode="dense"))
+    found = await recall.recall(RecallQuery("t", "ana", "where is the spare key?"),
+                                RecallConfig(mode="dense"))
     assert any(i.text.startswith("The spare key") for i in found.items)  # a message
     # A paraphrase still supersedes and the same text still updates, through the index now.
     [paraphrase] = await facts.write("t", "ana", ["Ana's favourite colour is green!"], [],
@@ -168,18 +168,18 @@ async def test_a_small_users_recall_with_one_plan_finds_what_the_form_for_anyone
     await PostgresFactStore(engine, minilm, minilm.name).remember(
         "t", "ana", ["Ana's spare key hides under the blue pot.", "Ana flies on Tuesdays."], [])
     known = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
-    await known.recall("t", "ana", "hello")  # from now on it knows Ana is small
+    await known.recall(RecallQuery("t", "ana", "hello"))  # from now on it knows Ana is small
     for mode in ("hybrid", "dense", "keyword"):
         cfg = RecallConfig(mode=mode)  # type: ignore[arg-type]
         for query, kwargs in (
             ("where is the spare key", {}),
-            ("spare key flight Tuesday wifi", {"exclude": ids[:1]}),
+            ("spare key flight Tuesday wifi", {"exclude": tuple(ids[:1])}),
             ("blue pot", {"shown_from": (chat_id, 2 * POSITION_GAP, T0)}),
             ("password fridge", {"hide": (chat_id, T0 + timedelta(minutes=3))}),
         ):
             anyone = PostgresRecall(engine, minilm, lambda s: len(s.split()), cfg)
-            want = await anyone.recall("t", "ana", query, config=cfg, now=T0, **kwargs)
-            got = await known.recall("t", "ana", query, config=cfg, now=T0, **kwargs)
+            want = await anyone.recall(RecallQuery("t", "ana", query, now=T0, **kwargs), cfg)
+            got = await known.recall(RecallQuery("t", "ana", query, now=T0, **kwargs), cfg)
             assert [i.text for i in got.items] == [i.text for i in want.items], (mode, query)
             assert got.items, (mode, query)
 
@@ -196,7 +196,7 @@ async def test_recall_for_any_user_is_planned_for_the_user_and_for_a_small_one_o
     try:
         recall = PostgresRecall(alone, minilm, lambda s: len(s.split()), RecallConfig())
         for _ in range(3):  # not known yet, then known to be small
-            assert (await recall.recall("t", "ana", "where is the spare key?")).items
+            assert (await recall.recall(RecallQuery("t", "ana", "where is the spare key?"))).items
         async with connect(alone) as conn:
             plans = {row["statement"]: (row["generic_plans"], row["custom_plans"])
                      for row in await fetch(conn, text(

@@ -63,7 +63,7 @@ async def _turn(steps: PostgresStepStore, chat: Chat, question: str, answer: str
     opened = await steps.open(OpenStep(
         tenant_id="t", chat_id=chat.id, step_id=uuid.uuid4(), content=question,
         token_count=COUNTER.count(question), idempotency_key=None, worker="w", lease_ttl=30,
-        window_rows=10, window_budget=lambda _: 100,
+        window_rows=10, window_budget=100, one_statement=False,
     ))
     assert isinstance(opened, Opened)
     await steps.finish(chat.id, opened.begun,

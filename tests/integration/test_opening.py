@@ -38,7 +38,7 @@ def _request(chat: Chat, *, fast: bool, key: str | None = None,
     return OpenStep(
         tenant_id="tenant-a", chat_id=chat.id, step_id=uuid.uuid4(), content="question",
         token_count=3, idempotency_key=key, worker="w", lease_ttl=30, window_rows=100,
-        window_budget=lambda _: budget, default_budget=BUDGET if fast else None,
+        window_budget=budget, one_statement=fast,
     )
 
 
@@ -70,7 +70,7 @@ async def test_one_statement_opens_the_same_turn_and_window_as_several(
     slow = await steps.open(_request(several, fast=False))
     assert isinstance(slow, Opened)
     fast = Opened(*direct)
-    # A chat with a budget of its own has its window read again, for that budget.
+    # Another budget (a chat's own: the step reads its window for it) reads alike either way.
     own = ModelSettings(context_window=1000)
     one_own, several_own = await _chat(engine, own), await _chat(engine, own)
     fast_own = await steps.open(_request(one_own, fast=True, budget=300))

@@ -20,7 +20,7 @@ from db.engine import create_engine
 from llm.onnx_embedder import OnnxMiniLM
 from llm.testing import FakeOpenAIServer
 from memory.indexer import Indexer, IndexerConfig
-from memory.recall import RecallConfig, _parts
+from memory.recall import RecallConfig, RecallQuery, _parts
 from memory.search import SHORTLIST, PostgresRecall
 from memory.store import PostgresFactStore
 from tests.integration.history import T0, import_chat
@@ -64,7 +64,7 @@ async def test_imported_messages_are_indexed_in_batches_and_recalled_per_user(
     async def top(query: str, mode: str = "hybrid", exclude: list[uuid.UUID] | None = None
                   ) -> list[str]:
         cfg = RecallConfig(mode=mode)  # type: ignore[arg-type]
-        result = await recall.recall("t", "ana", query, config=cfg, exclude=exclude)
+        result = await recall.recall(RecallQuery("t", "ana", query, exclude=tuple(exclude)), cfg)
         return [i.text for i in result.items]
 
     assert (await top("when is the school performance?", "dense"))[0].startswith("My daughter")
@@ -213,7 +213,7 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
     for small in (False, True):
         recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
         if small:
-            await recall.recall("t", "ana", "hello")  # now known to be small
+            await recall.recall(RecallQuery("t", "ana", "hello"))  # now known to be small
         for mode in ("hybrid", "dense", "keyword"):
             everything = RecallConfig(mode=mode, max_items=1000)  # type: ignore[arg-type]
             query = "what was the garden and boat budget plan"
@@ -251,15 +251,15 @@ async def test_a_forgotten_or_superseded_fact_is_never_recalled_in_either_form(
         return PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
 
     knows = fresh()
-    await knows.recall("t", "bo", "hello")  # from now on it knows Bo is small
+    await knows.recall(RecallQuery("t", "bo", "hello"))  # from now on it knows Bo is small
     for form in ("for any user", "known to be small"):
         for mode in ("hybrid", "dense", "keyword"):
             cfg = RecallConfig(mode=mode)  # type: ignore[arg-type]
             texts = set()
             for query in ("locker code 4417", "Bo's bike Cervelo"):
                 recall = knows if form == "known to be small" else fresh()
-                texts |= {i.text for i in (await recall.recall("t", "bo", query,
-                                                               config=cfg)).items}
+                texts |= {i.text for i in (await recall.recall(RecallQuery("t", "bo", query),
+                                                               cfg)).items}
             assert "Bo's locker code is 4417" not in texts, (form, mode)
             assert "Bo's bike is a red Cervelo." not in texts, (form, mode)
             assert "Bo's bike is a red Cervelo!" in texts, (form, mode)

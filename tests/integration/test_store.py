@@ -45,7 +45,7 @@ def _open(chat: Chat, step_id: uuid.UUID, *, tenant: str = "tenant-a", ttl: floa
     return OpenStep(
         tenant_id=tenant, chat_id=chat.id, step_id=step_id, content=content, token_count=1,
         idempotency_key=key, worker="w", lease_ttl=ttl, window_rows=100,
-        window_budget=lambda _: 1000, default_budget=1000,  # opened in one statement
+        window_budget=1000,
     )
 
 

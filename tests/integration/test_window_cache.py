@@ -41,7 +41,7 @@ def _request(chat: Chat, content: str) -> OpenStep:
     return OpenStep(
         tenant_id="tenant-a", chat_id=chat.id, step_id=uuid.uuid4(), content=content,
         token_count=3, idempotency_key=None, worker="w", lease_ttl=30, window_rows=ROWS,
-        window_budget=lambda _: BUDGET, default_budget=BUDGET,
+        window_budget=BUDGET,
     )
 
 

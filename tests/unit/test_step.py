@@ -152,3 +152,21 @@ def test_how_a_stream_ended_decides_the_outcome(
 ) -> None:
     assert stream_outcome(error, aborted, finished) == outcome
 
+
+
+async def test_a_chat_with_a_budget_of_its_own_is_read_for_that_budget() -> None:
+    answers = [[ContentDelta("answer number %d " % i * 5), Finish("stop")] for i in range(8)]
+    deps, default = await _setup(ScriptedModel(*answers))
+    own = await deps.chats.create_chat(NewChat(
+        "t", "u", "small", "", ModelSettings(context_window=1024 + 60), "queue"))
+    for chat in (default, own):
+        for i in range(3):
+            await _run(deps, chat, f"question {i} " * 5)
+    windows = {}
+    for chat in (default, own):
+        started = await start_step(deps, StepRequest("t", chat.id, "next"))
+        assert isinstance(started, Started)
+        windows[chat.id] = started.window
+    assert len(windows[default.id].tail) == 6  # the deployment's budget holds every row
+    assert 0 < len(windows[own.id].tail) < 6
+    assert sum(m.cost for m in windows[own.id].tail) <= 60
