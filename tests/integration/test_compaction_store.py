@@ -66,10 +66,9 @@ async def _turn(steps: PostgresStepStore, chat: Chat, question: str, answer: str
         window_rows=10, window_budget=100, one_statement=False,
     ))
     assert isinstance(opened, Opened)
-    await steps.finish(chat.id, opened.begun,
-        FinishedStep(status="complete", content=answer, reasoning="",
-                       token_count=COUNTER.count(answer), usage=None, error_code=None,
-                       timings={}))
+    await steps.finish(chat.id, opened.begun, FinishedStep(
+        status="complete", content=answer, reasoning="", token_count=COUNTER.count(answer),
+        usage=None, error_code=None, timings={}))
 
 
 async def test_two_workers_compacting_the_same_chat_write_one_summary_row(

@@ -260,10 +260,9 @@ async def test_a_running_steps_message_waits_and_is_then_written_with_the_vector
         assert time.monotonic() - started < 2
         assert server.embed_inputs == ["earlier", "reply"]
         vector = [1.0] + [0.0] * 383
-        await steps.finish(chat_id, opened.begun,
-            FinishedStep(status="complete", content="an answer",
-                           reasoning="", token_count=2, usage=None, error_code=None,
-                           timings={}, user_vector=(embedder, vector)))
+        await steps.finish(chat_id, opened.begun, FinishedStep(
+            status="complete", content="an answer", reasoning="", token_count=2, usage=None,
+            error_code=None, timings={}, user_vector=(embedder, vector)))
         assert await indexer.index_chat(chat_id) is True
         async with engine.connect() as conn:
             stored = (await conn.execute(text(

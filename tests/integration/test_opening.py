@@ -98,8 +98,9 @@ async def test_one_statement_writes_nothing_when_the_chat_is_not_simply_free(
         assert await open_at_once(conn, _request(chat, fast=True), BUDGET) is None  # held
         other_tenant = replace(_request(chat, fast=True), tenant_id="tenant-b")
         assert await open_at_once(conn, other_tenant, BUDGET) is None
-    await steps.finish(chat.id, held.begun, FinishedStep(status="complete", content="answer",
-                       reasoning="", token_count=1, usage=None, error_code=None, timings={}))
+    await steps.finish(chat.id, held.begun, FinishedStep(
+        status="complete", content="answer", reasoning="", token_count=1, usage=None,
+        error_code=None, timings={}))
     after_answer = await _rows(engine, chat.id)
     async with connect(engine) as conn:
         assert await open_at_once(conn, _request(chat, fast=True, key="k1"), BUDGET) is None

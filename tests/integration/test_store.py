@@ -50,9 +50,9 @@ def _open(chat: Chat, step_id: uuid.UUID, *, tenant: str = "tenant-a", ttl: floa
 
 
 async def _finish(steps: PostgresStepStore, opened: Opened, content: str) -> None:
-    await steps.finish(opened.chat.id, opened.begun,
-        FinishedStep(status="complete", content=content,
-                       reasoning="", token_count=1, usage=None, error_code=None, timings={}))
+    await steps.finish(opened.chat.id, opened.begun, FinishedStep(
+        status="complete", content=content, reasoning="", token_count=1, usage=None,
+        error_code=None, timings={}))
 
 
 async def test_lease_is_exclusive_scoped_to_tenant_and_expires(engine: AsyncEngine) -> None:
@@ -112,10 +112,9 @@ async def test_a_step_declared_dead_cannot_overwrite_the_next_one(engine: AsyncE
     assert isinstance(taken, Opened)
     # The slow step learns it must stop, and its late answer changes nothing.
     assert await steps.heartbeat(chat.id, slow.begun, 30, None) is True
-    written = await steps.finish(chat.id, slow.begun,
-        FinishedStep(status="complete", content="late answer",
-                                 reasoning="", token_count=200, usage=None, error_code=None,
-                                 timings={}))
+    written = await steps.finish(chat.id, slow.begun, FinishedStep(
+        status="complete", content="late answer", reasoning="", token_count=200, usage=None,
+        error_code=None, timings={}))
     assert written is False
     page = await chats.list_messages("tenant-a", chat.id, before=None, after=None, limit=10)
     assert page is not None

@@ -59,10 +59,9 @@ async def _fresh_window(engine: AsyncEngine, opened: Opened) -> Window:
 async def _step(steps: PostgresStepStore, chat: Chat, content: str) -> Opened:
     opened = await steps.open(_request(chat, content))
     assert isinstance(opened, Opened)
-    saved = await steps.finish(
-        chat.id, opened.begun, FinishedStep(status="complete", content=f"answer to {content}",
-        reasoning="", token_count=4, usage=None, error_code=None, timings={}),
-    )
+    saved = await steps.finish(chat.id, opened.begun, FinishedStep(
+        status="complete", content=f"answer to {content}", reasoning="", token_count=4,
+        usage=None, error_code=None, timings={}))
     assert saved
     return opened
 
@@ -135,9 +134,9 @@ async def test_postgres_rejects_a_change_to_a_message_that_is_no_longer_streamin
     assert isinstance(opened, Opened)
     # A streaming answer changes as it goes, and once when it ends: jin's own updates pass.
     await steps.heartbeat(chat.id, opened.begun, None, ("half an", "thinking", 2))
-    assert await steps.finish(chat.id, opened.begun, status="complete", content="an answer",
-                              reasoning="thinking more", token_count=2, usage=None,
-                              error_code=None, timings={})
+    assert await steps.finish(chat.id, opened.begun, FinishedStep(
+        status="complete", content="an answer", reasoning="thinking more", token_count=2,
+        usage=None, error_code=None, timings={}))
     for message_id in (opened.begun.user_message.id, opened.begun.assistant_message_id):
         with pytest.raises(asyncpg.CheckViolationError) as caught:
             async with connect(engine) as conn:

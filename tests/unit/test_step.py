@@ -155,7 +155,7 @@ def test_how_a_stream_ended_decides_the_outcome(
 
 
 async def test_a_chat_with_a_budget_of_its_own_is_read_for_that_budget() -> None:
-    answers = [[ContentDelta("answer number %d " % i * 5), Finish("stop")] for i in range(8)]
+    answers = [[ContentDelta(f"answer number {i} " * 5), Finish("stop")] for i in range(8)]
     deps, default = await _setup(ScriptedModel(*answers))
     own = await deps.chats.create_chat(NewChat(
         "t", "u", "small", "", ModelSettings(context_window=1024 + 60), "queue"))
