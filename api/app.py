@@ -40,11 +40,11 @@ from llm.provider import Provider
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
 from memory.indexer import Indexer, IndexerConfig
-from memory.search import PostgresRecall
+from memory.recall_store import PostgresRecall
 from memory.store import FactConfig, PostgresFactStore
 from migrations.embedding_dim import current_dim
-from orchestrator.compaction import CompactionPolicy
-from orchestrator.compactor import Compactor
+from orchestrator.compaction_pass import Compactor
+from orchestrator.compaction_policy import CompactionPolicy
 from orchestrator.step import StepConfig, StepDeps
 
 log = logging.getLogger("jin")

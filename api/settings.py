@@ -15,7 +15,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm.types import HTTPConfig, ProviderConfig
-from memory.recall import RecallConfig
+from memory.ranking import RecallConfig
 
 
 def default_data_dir() -> Path:
@@ -76,7 +76,7 @@ class Settings(BaseSettings):
     abort_poll_seconds: float = Field(default=1.0, gt=0)  # a fallback: aborts come by NOTIFY
     partial_flush_seconds: float = Field(default=1.0, gt=0)
     sse_keepalive_seconds: float = Field(default=15.0, gt=0)  # a comment line when silent
-    # Memory. Unset recall knobs take RecallConfig's defaults (memory/recall.py).
+    # Memory. Unset recall knobs take RecallConfig's defaults (memory/ranking.py).
     recall: bool = True
     memory_tools: bool = True
     recall_mode: Literal["hybrid", "dense", "keyword"] | None = None

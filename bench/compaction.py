@@ -40,8 +40,8 @@ from llm.onnx_embedder import OnnxMiniLM  # noqa: E402
 from llm.tokens import TiktokenCounter  # noqa: E402
 from llm.types import CompletionRequest, ContentDelta, Delta, Finish  # noqa: E402
 from memory.store import PostgresFactStore  # noqa: E402
-from orchestrator.compaction import SECTIONS  # noqa: E402
-from orchestrator.compactor import Compactor  # noqa: E402
+from orchestrator.compaction_pass import Compactor  # noqa: E402
+from orchestrator.compaction_policy import SECTIONS  # noqa: E402
 from orchestrator.events import CompactionDone  # noqa: E402
 from orchestrator.prepass import prepass  # noqa: E402
 from orchestrator.step import (  # noqa: E402

@@ -8,7 +8,7 @@ The table of the migrations holds a user of each of --sizes and --mid-sizes rows
 --small-users users of 100 rows, spread over --tenants tenants, their rows interleaved in time as
 traffic leaves them. Vectors are synthetic and clustered: 200 topics x 20 subtopics, a row is a
 subtopic plus noise, unit length; queries are drawn the same way. For each measured user, the
-dense list of memory/search.py (taken from its statement) runs on jin's engine (iterative HNSW
+dense list of memory/recall_store.py (taken from its statement) runs on jin's engine (iterative HNSW
 scans), planned for its parameters as recall's form for any user is: as the planner chooses,
 then with the plan forced each way: exact (the owner index and a sort, what a per-user filter
 costs without a vector index) and HNSW. It
@@ -53,7 +53,7 @@ from api.database import migrate
 from db.engine import create_engine
 from db.statements import Connection, connect, fetch, positional
 from memory.indexer import IndexerConfig
-from memory.recall import RecallConfig
+from memory.ranking import RecallConfig
 
 DIM = 384
 SMALL_ROWS = 100
@@ -64,10 +64,10 @@ PEER = {10_000: (8.0, 21.0)}  # mem0 on pgvector, this machine (issue #4): p50, 
 
 
 def _dense_lists() -> tuple[TextClause, TextClause]:
-    """The dense lists over messages (`dm`) of memory/search.py, its own texts, so that this
+    """The dense lists over messages (`dm`) of memory/recall_store.py, its own texts, so that this
     benchmark measures what recall runs today: the form that serves any user (the HNSW index
     for the rows in it, an exact scan for the others) and the one for users known to be small."""
-    from memory.search import _DENSE_ALL, _DENSE_SPLIT
+    from memory.recall_store import _DENSE_ALL, _DENSE_SPLIT
 
     return text(_DENSE_SPLIT), text(_DENSE_ALL)
 
@@ -345,7 +345,7 @@ class Queries:
 
 
 def _params(owner: Owner, vector: np.ndarray, k: int) -> dict[str, Any]:
-    """As memory/search.py binds them for a dense recall with nothing excluded or hidden."""
+    """As memory/recall_store.py binds them for a dense recall with nothing excluded or hidden."""
     from pgvector import Vector
 
     return {"qv": Vector(vector), "t": owner.tenant, "u": owner.user, "n": k, "exclude": [],
@@ -355,7 +355,7 @@ def _params(owner: Owner, vector: np.ndarray, k: int) -> dict[str, Any]:
 
 async def _set(conn: Connection, settings: Settings, reset: bool = False) -> None:
     # Every statement planned for its parameters, as recall's form for any user is
-    # (memory/search.py).
+    # (memory/recall_store.py).
     for name, value in (("plan_cache_mode", "force_custom_plan"), *settings):
         await conn.raw.execute(f"RESET {name}" if reset else f"SET {name} = {value}")
 
@@ -403,8 +403,8 @@ async def explain(
 
 
 async def candidates_ms(engine: AsyncEngine, q: Queries) -> list[float]:
-    """The whole candidate statement recall runs (memory/search.py), in dense mode."""
-    from memory.search import PostgresRecall
+    """The whole candidate statement recall runs (memory/recall_store.py), in dense mode."""
+    from memory.recall_store import PostgresRecall
 
     cfg = RecallConfig(mode="dense", candidates=q.k)
     recall = PostgresRecall(engine, None, len, cfg)  # type: ignore[arg-type]  # no embedding here

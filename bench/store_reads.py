@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import database  # noqa: E402
 from chat.ports import NewChat  # noqa: E402
+from chat.row_mapping import message_from_row  # noqa: E402
 from chat.store import SPAN_SQL, PostgresChatStore, history_query  # noqa: E402
-from chat.tables import message_from_row  # noqa: E402
 from chat.testing import seed_history  # noqa: E402
 from chat.types import POSITION_GAP, ModelSettings  # noqa: E402
 from db.engine import create_engine  # noqa: E402

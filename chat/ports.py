@@ -68,7 +68,7 @@ class OpenStep:
     # before the chat is, it lets the store read the window in the statement that takes the
     # lease.
     window_budget: int
-    one_statement: bool = True  # may open in one statement (chat/opening.py) when it can
+    one_statement: bool = True  # may open in one statement (chat/one_statement_open.py) when it can
 
 
 @dataclass(frozen=True)

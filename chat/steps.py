@@ -14,7 +14,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.opening import TURN_CTES, open_at_once
+from chat.one_statement_open import TURN_CTES, open_at_once
 from chat.ports import (
     BegunStep,
     FinishedStep,
@@ -25,8 +25,7 @@ from chat.ports import (
     OpenStep,
     StepOutcome,
 )
-from chat.store import read_window
-from chat.tables import (
+from chat.row_mapping import (
     CHAT_COLUMNS,
     MESSAGE_COLUMNS,
     STEP_COLUMNS,
@@ -34,6 +33,7 @@ from chat.tables import (
     message_from_row,
     step_from_row,
 )
+from chat.store import read_window
 from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message
 from chat.window_cache import WindowCache
 from db.statements import Connection, connect, fetch, json_text

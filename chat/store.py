@@ -11,7 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.ports import ImportedMessage, NewChat
-from chat.tables import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, message_from_row
+from chat.row_mapping import CHAT_COLUMNS, MESSAGE_COLUMNS, chat_from_row, message_from_row
 from chat.types import (
     MAX_POSITION,
     MESSAGE_OVERHEAD,

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chat.tables import message_from_row
+from chat.row_mapping import message_from_row
 from chat.types import Message
 
 NOTHING_HELD = (1, 0)  # an empty range: every row comes whole

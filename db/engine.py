@@ -3,7 +3,7 @@
 Every connection speaks pgvector's binary format (once the schema has the type), decodes jsonb
 with orjson, plans prepared statements once (`force_generic_plan`) and lets an HNSW scan go on
 past rows that a filter drops (`hnsw.iterative_scan`). A statement that must be planned for its
-parameters says so itself (memory/search.py).
+parameters says so itself (memory/recall_store.py).
 """
 
 from __future__ import annotations

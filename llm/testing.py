@@ -149,7 +149,7 @@ SUMMARY_HEADINGS = ("Resolved", "Pending", "Active task", "Decisions", "Facts")
 
 
 def _is_summary_request(messages: list[dict[str, Any]]) -> bool:
-    """jin's helper prompt (orchestrator/compaction.py) asks for a running summary."""
+    """jin's helper prompt (orchestrator/compaction_policy.py) asks for a running summary."""
     first = messages[0].get("content", "") if messages else ""
     return isinstance(first, str) and first.startswith("You maintain the running summary")
 

@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from db.statements import connect, fetch
 from llm.errors import LLMError, rejects_input
 from llm.ports import Embedder, Embedding
-from memory.owners import ANN_FROM, count_written
+from memory.hnsw_membership import ANN_FROM, count_written
 
 log = logging.getLogger("jin.indexer")
 
@@ -70,13 +70,12 @@ WITH c AS (
     FOR UPDATE OF q SKIP LOCKED
 ){_CLAIMED}""")
 
-# Vectors and dequeue in one statement (one round trip, not BEGIN, two statements and COMMIT),
-# in the order in which deleting a chat takes its locks (messages, then the cascade to
-# recall_queue): the messages are locked first (KEY SHARE, as the insert's foreign key check
-# would lock them at the statement's end), then the vectors are written, then the queue rows
-# of what was written are deleted. Rows deleted meanwhile are skipped by the join. A row goes
-# into the HNSW index if its user's rows do (memory/owners.py); the rows written are counted
-# after the commit.
+# Vectors and dequeue in one statement (one round trip, not BEGIN, two statements and COMMIT), in
+# the order in which deleting a chat takes its locks (messages, then the cascade to recall_queue):
+# the messages are locked first (KEY SHARE, as the insert's foreign key check would lock them at the
+# statement's end), then the vectors are written, then the queue rows of what was written are
+# deleted. Rows deleted meanwhile are skipped by the join. A row goes into the HNSW index if its
+# user's rows do (memory/hnsw_membership.py); the rows written are counted after the commit.
 _WRITE = text("""
 WITH m AS MATERIALIZED (
     SELECT id, chat_id, content, created_at, position FROM messages

@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 
 from db.errors import StoreUnavailable as StoreUnavailable
 from llm.ports import Embedding
-from memory.recall import Mode, RecallConfig, RecallQuery, RecallResult
+from memory.ranking import Mode, RecallConfig, RecallQuery, RecallResult
 
 
 @dataclass(frozen=True)

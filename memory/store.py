@@ -6,7 +6,7 @@ added twice: the same text is touched and gains its new sources; a close paraphr
 it (the old row gets `valid_to` and `superseded_by`, the new one inherits its sources). Writes of
 one user are serialised by a transaction-level advisory lock, so two workers cannot both add the
 same fact. Whether a user's facts go into the HNSW index is the user's `recall_owners` row's to
-say (memory/owners.py), read with the lock and counted after the commit.
+say (memory/hnsw_membership.py), read with the lock and counted after the commit.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from db.statements import Connection, connect, fetch
 from llm.ports import Embedder, Embedding
 from memory.duplicates import Add, Batch, Candidate, Decision, Stored, Supersede, Touch
 from memory.facts import clean, key_terms, normalize
-from memory.owners import ANN_FROM, count_written, nearest
+from memory.hnsw_membership import ANN_FROM, count_written, nearest
 from memory.ports import Fact, FactWrite
 
 _LOCK = text("""

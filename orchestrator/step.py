@@ -29,8 +29,8 @@ from llm.errors import LLMError
 from llm.ports import ChatModel, Embedding, TokenCounter
 from memory.ports import FactStore, IndexQueue, Recaller
 from orchestrator.answer import AbortSignal, Answer, Rounds, stream_answer
-from orchestrator.compaction import Compact, CompactionState, decide
-from orchestrator.compactor import Compactor
+from orchestrator.compaction_pass import Compactor
+from orchestrator.compaction_policy import Compact, CompactionState, decide
 from orchestrator.context import Budget, PromptPlan, assemble
 from orchestrator.errors import ChatNotFound, MessageTooLarge
 from orchestrator.events import (
@@ -44,8 +44,8 @@ from orchestrator.events import (
     StepStart,
     event_payload,
 )
-from orchestrator.fence import recall_into
 from orchestrator.lease import follow_policy
+from orchestrator.memory_recall import recall_into
 from orchestrator.outcome import (
     Complete,
     Failed,

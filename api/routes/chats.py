@@ -29,9 +29,9 @@ from api.schemas import (
 from chat.ports import NewChat
 from chat.types import Chat, ModelSettings, Window
 from llm.errors import LLMError
-from orchestrator.compaction import CompactionState, decide
+from orchestrator.compaction_policy import CompactionState, decide
 from orchestrator.context import PromptPlan, assemble
-from orchestrator.fence import recall_into
+from orchestrator.memory_recall import recall_into
 from orchestrator.step import budget_for, reset_chat
 
 # Routes build their JSON with chat_json / message_json; the models only document it.

@@ -31,8 +31,8 @@ from llm.tokens import TiktokenCounter
 from memory.evaluation.dataset import Dataset, load_dataset
 from memory.evaluation.scores import QuestionRun, aggregate, format_report, write_run
 from memory.indexer import Indexer
-from memory.recall import Mode, RecallConfig, RecallQuery
-from memory.search import PostgresRecall
+from memory.ranking import Mode, RecallConfig, RecallQuery
+from memory.recall_store import PostgresRecall
 
 MODES: tuple[Mode, ...] = ("hybrid", "dense", "keyword")
 

@@ -4,8 +4,9 @@ Every message vector and every fact vector went into an HNSW index, ~0.2 ms of P
 and yet recall reads a small user's rows by the owner index and an exact scan: the planner sees
 the owner's few rows and never takes the vector index for them (bench/recall_scale.py). So both
 indexes are now partial, over rows with `ann`. `recall_owners` counts each user's message and
-fact vectors; once either count reaches a threshold (memory/owners.py), every row of the user is
-turned to `ann` in the writer's transaction, and the user's later rows are written with it.
+fact vectors; once either count reaches a threshold (memory/hnsw_membership.py), every row of
+the user is turned to `ann` in the writer's transaction, and the user's later rows are written
+with it.
 Recall reads a user's `ann` rows by the index (when the user has any, as `recall_owners.ann`
 says) and the others by an exact scan, helped by a small partial index of them
 (`*_exact`), so every row stays reachable whatever state it is in.

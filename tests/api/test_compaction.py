@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from chat.audit import audit
 from llm.testing import FakeOpenAIServer, Reply
-from orchestrator.compaction import SECTIONS
+from orchestrator.compaction_policy import SECTIONS
 from tests.api.sse_client import history, new_chat, stream_step
 
 SMALL = {"context_window": 1800, "max_answer_tokens": 1000, "tail_budget_tokens": 200}

@@ -20,10 +20,10 @@ from chat.types import POSITION_GAP
 from db.engine import create_engine
 from db.statements import connect, fetch, positional
 from llm.onnx_embedder import OnnxMiniLM
+from memory.hnsw_membership import ANN_FROM, count_written
 from memory.indexer import Indexer, IndexerConfig
-from memory.owners import ANN_FROM, count_written
-from memory.recall import RecallConfig, RecallQuery
-from memory.search import _FOR_ANY_USER, PostgresRecall, for_small_users
+from memory.ranking import RecallConfig, RecallQuery
+from memory.recall_store import _FOR_ANY_USER, PostgresRecall, for_small_users
 from memory.store import FactConfig, PostgresFactStore
 from tests.integration.history import T0, import_chat
 

@@ -21,8 +21,8 @@ from llm.onnx_embedder import OnnxMiniLM
 from llm.tokens import TiktokenCounter
 from llm.types import CompletionRequest, ContentDelta, Delta, Finish
 from memory.store import PostgresFactStore
-from orchestrator.compaction import KEPT, SECTIONS, CompactionPolicy, sections_of
-from orchestrator.compactor import Compactor
+from orchestrator.compaction_pass import Compactor
+from orchestrator.compaction_policy import KEPT, SECTIONS, CompactionPolicy, sections_of
 
 COUNTER = TiktokenCounter()
 

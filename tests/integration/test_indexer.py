@@ -250,7 +250,7 @@ async def test_a_running_steps_message_waits_and_is_then_written_with_the_vector
         assert chat is not None
         question = f"a question for {embedder}"
         opened = await steps.open(OpenStep("t1", chat_id, uuid.uuid4(), question, 4, None, "w",
-                                           30, 100, lambda _: 1000, 1000))
+                                           30, 100, 1000))
         assert isinstance(opened, Opened)
         server.embed_inputs.clear()
         # While the step runs its message waits (the step may leave its vector), and

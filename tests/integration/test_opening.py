@@ -1,6 +1,6 @@
-"""Opening a step in one statement (chat/opening.py) against real Postgres: the same turn and
-window as the step's several statements, nothing written when it cannot, and never a window
-older than the chat."""
+"""Opening a step in one statement (chat/one_statement_open.py) against real Postgres: the same
+turn and window as the step's several statements, nothing written when it cannot, and never a
+window older than the chat."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import replace
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.opening import open_at_once
+from chat.one_statement_open import open_at_once
 from chat.ports import FinishedStep, NewChat, Opened, OpenStep
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore

@@ -20,8 +20,8 @@ from db.engine import create_engine
 from llm.onnx_embedder import OnnxMiniLM
 from llm.testing import FakeOpenAIServer
 from memory.indexer import Indexer, IndexerConfig
-from memory.recall import RecallConfig, RecallQuery, _parts
-from memory.search import SHORTLIST, PostgresRecall
+from memory.ranking import RecallConfig, RecallQuery, _parts
+from memory.recall_store import SHORTLIST, PostgresRecall
 from memory.store import PostgresFactStore
 from tests.integration.history import T0, import_chat
 
@@ -64,7 +64,8 @@ async def test_imported_messages_are_indexed_in_batches_and_recalled_per_user(
     async def top(query: str, mode: str = "hybrid", exclude: list[uuid.UUID] | None = None
                   ) -> list[str]:
         cfg = RecallConfig(mode=mode)  # type: ignore[arg-type]
-        result = await recall.recall(RecallQuery("t", "ana", query, exclude=tuple(exclude)), cfg)
+        asked = RecallQuery("t", "ana", query, exclude=tuple(exclude or ()))
+        result = await recall.recall(asked, cfg)
         return [i.text for i in result.items]
 
     assert (await top("when is the school performance?", "dense"))[0].startswith("My daughter")

@@ -17,8 +17,8 @@ from llm.onnx_embedder import OnnxMiniLM
 from llm.testing import ScriptedModel
 from llm.tokens import TiktokenCounter
 from llm.types import ContentDelta, Finish
-from memory.recall import RecallConfig
-from memory.search import PostgresRecall
+from memory.ranking import RecallConfig
+from memory.recall_store import PostgresRecall
 from orchestrator.step import AbortSignal, StepConfig, StepDeps, StepRequest, run_step, start_step
 
 COUNTER = TiktokenCounter()

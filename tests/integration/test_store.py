@@ -9,7 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import downgrade, migrate
-from chat.opening import _OPEN
+from chat.one_statement_open import _OPEN
 from chat.ports import FinishedStep, LeaseBusy, LeaseMissing, NewChat, Opened, OpenStep, StepOutcome
 from chat.steps import PostgresStepStore
 from chat.store import WINDOW_SQL, PostgresChatStore, history_query

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from chat.types import MESSAGE_OVERHEAD, Message
-from orchestrator.compaction import (
+from orchestrator.compaction_policy import (
     SECTIONS,
     Compact,
     CompactionPolicy,
@@ -114,7 +114,7 @@ def test_helper_failures_back_off_with_growing_delays_and_small_passes_count() -
 
 
 def test_an_oversized_summary_sheds_its_oldest_facts_and_only_facts() -> None:
-    from orchestrator.compaction import SPILLED, fact_lines, sections_of, trim_summary
+    from orchestrator.compaction_policy import SPILLED, fact_lines, sections_of, trim_summary
 
     facts = [f"- fact number {i} with code LCK-{i:04d}" for i in range(100)]
     big = "\n".join(f"## {s}\n- keep {s}" for s in SECTIONS[:4]) + "\n## Facts\n" + "\n".join(facts)
@@ -132,7 +132,7 @@ def test_a_start_over_stays_in_force_for_recall_through_later_summaries() -> Non
     from datetime import UTC, datetime
 
     from chat.types import Message
-    from orchestrator.compaction import hidden_before
+    from orchestrator.compaction_policy import hidden_before
 
     when = datetime(2026, 11, 1, tzinfo=UTC)
 

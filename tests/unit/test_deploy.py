@@ -26,7 +26,7 @@ from api.cli import main as jin
 from api.keys import ApiKey
 from api.metrics import Metrics
 from api.settings import Settings
-from memory.recall import RecallConfig
+from memory.ranking import RecallConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory.facts import key_terms
-from memory.recall import (
+from memory.ranking import (
     Candidate,
     RecallConfig,
     Recalled,
@@ -192,7 +192,7 @@ def test_key_terms_skip_letter_words_without_changing_what_they_find(fact: str) 
 def test_a_candidate_row_sets_every_field_and_stays_frozen() -> None:
     import dataclasses
 
-    from memory.search import _candidate
+    from memory.recall_store import _candidate
 
     row = {"id": uuid.uuid4(), "source": "fact", "text": "Ana lives in Kyiv", "created_at": NOW,
            "role": "fact", "chat_id": None, "importance": 0.7, "dense_rank": 3,

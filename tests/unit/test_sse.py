@@ -86,7 +86,7 @@ def test_context_window_is_read_from_models_where_the_server_says() -> None:
 
 def test_the_echo_fake_answers_a_summary_request_with_a_well_formed_summary() -> None:
     from llm.testing import FakeOpenAIServer
-    from orchestrator.compaction import helper_prompt, parse_summary
+    from orchestrator.compaction_policy import helper_prompt, parse_summary
     from tests.unit.test_compaction_policy import msg
 
     prompt = helper_prompt("", [msg("user", "the code is LCK-0042")])

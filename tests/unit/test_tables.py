@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from chat.tables import MESSAGE_COLUMNS, message_from_row
+from chat.row_mapping import MESSAGE_COLUMNS, message_from_row
 from chat.types import Message
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm.tokens import TiktokenCounter
-from memory.recall import Recalled, render
+from memory.ranking import Recalled, render
 from orchestrator.context import MEMORY_PREAMBLE, MEMORY_TAG, fence
 
 COUNTERS = {name: TiktokenCounter(name) for name in ("cl100k_base", "o200k_base")}

@@ -20,7 +20,7 @@ from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
 from llm.types import CompletionRequest, ContentDelta, Finish
 from memory.ports import FactStore, IndexQueue
-from orchestrator.compaction import (
+from orchestrator.compaction_policy import (
     CompactionPolicy,
     CompactionState,
     SummaryRejected,

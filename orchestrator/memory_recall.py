@@ -9,8 +9,8 @@ from dataclasses import replace
 from chat.types import Chat, Window
 from llm.ports import Embedding, TokenCounter
 from memory.ports import Recaller
-from memory.recall import RecallQuery, RecallResult, render
-from orchestrator.compaction import hidden_before
+from memory.ranking import RecallQuery, RecallResult, render
+from orchestrator.compaction_policy import hidden_before
 from orchestrator.context import MEMORY_PREAMBLE, MEMORY_TAG, PromptPlan, with_memory
 
 # The fence's own tags, preamble and message framing, around the items.

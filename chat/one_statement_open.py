@@ -22,8 +22,8 @@ import uuid
 from sqlalchemy import text
 
 from chat.ports import BegunStep, OpenStep
+from chat.row_mapping import CHAT_COLUMNS, chat_from_row
 from chat.store import WINDOW_CTES, WINDOW_NAMES, read_window, window_from_rows, window_union
-from chat.tables import CHAT_COLUMNS, chat_from_row
 from chat.types import MAX_POSITION, MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Window
 from chat.window_cache import NOTHING_HELD, WindowCache, window_messages
 from db.statements import Connection, fetch

@@ -22,9 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from db.rows import built
 from db.statements import connect, fetch
 from llm.ports import Embedder, Embedding
+from memory.hnsw_membership import ANN_FROM, nearest
 from memory.indexer import MAX_CHARS
-from memory.owners import ANN_FROM, nearest
-from memory.recall import (
+from memory.ranking import (
     Candidate,
     Mode,
     RecallConfig,
@@ -49,25 +49,24 @@ _NOT_HIDDEN = (
     "(CAST(:hide_chat AS uuid) IS NULL OR chat_id <> :hide_chat OR created_at >= :hide_before)"
 )
 
-# Four ranked lists (dense and keyword, over messages and over facts), then the rows they name,
-# each once with its rank in either list (a full join: ~10% less than a union joined back to
-# both lists, to plan and to run), scored as memory/recall.py scores them and cut to the best
-# `:shortlist`: the ranking walks those, and a worker decodes ~30 rows a step, not ~110. Each
-# list is planned on its own (MATERIALIZED: each is cut by its own LIMIT, so nothing outside
-# could narrow it): planning 0.50 -> 0.43 ms, same rows.
-# The keyword lists rank only the newest `:scan` matches: a common word can match most of a
-# large user's rows, and ranking them all would make recall grow with the user's history. They
-# rank by ts_rank: ts_rank_cd (cover density) cost ~27 us a row against a question's OR of
-# words, half the statement, for no better recall (bench/README.md, recall quality).
-# The statement comes in two forms (migration 0008, memory/owners.py). For any user (`_FOR_ANY_
-# USER`, planned for its parameters: `_PLANNED_FOR_ITS_USER`): the dense lists read the rows in
-# the HNSW index (`ann`), only if the user's rows go there, and the others by an exact scan. For
-# a user known to be small (`for_small_users`): exact scans, and a statement written to have one
-# plan whatever the user, so that it is planned once per connection (the generic plans every
-# connection makes, db/engine.py) instead of on every call. Every
-# answer says whether the user's rows go into the indexes (a row of its own, `indexed`), which
-# tells the next recall which form to take; the second form finds every row even of a user who
-# has grown since (slowly, by exact scans), and says so.
+# Four ranked lists (dense and keyword, over messages and over facts), then the rows they name, each
+# once with its rank in either list (a full join: ~10% less than a union joined back to both lists,
+# to plan and to run), scored as memory/ranking.py scores them and cut to the best `:shortlist`: the
+# ranking walks those, and a worker decodes ~30 rows a step, not ~110. Each list is planned on its
+# own (MATERIALIZED: each is cut by its own LIMIT, so nothing outside could narrow it): planning
+# 0.50 -> 0.43 ms, same rows. The keyword lists rank only the newest `:scan` matches: a common word
+# can match most of a large user's rows, and ranking them all would make recall grow with the user's
+# history. They rank by ts_rank: ts_rank_cd (cover density) cost ~27 us a row against a question's
+# OR of words, half the statement, for no better recall (bench/README.md, recall quality). The
+# statement comes in two forms (migration 0008, memory/hnsw_membership.py). For any user (`_FOR_ANY_
+# USER`, planned for its parameters: `_PLANNED_FOR_ITS_USER`): the dense lists read the rows in the
+# HNSW index (`ann`), only if the user's rows go there, and the others by an exact scan. For a user
+# known to be small (`for_small_users`): exact scans, and a statement written to have one plan
+# whatever the user, so that it is planned once per connection (the generic plans every connection
+# makes, db/engine.py) instead of on every call. Every answer says whether the user's rows go into
+# the indexes (a row of its own, `indexed`), which tells the next recall which form to take; the
+# second form finds every row even of a user who has grown since (slowly, by exact scans), and says
+# so.
 _USER_INDEXED = f"EXISTS (SELECT 1 FROM recall_owners WHERE {_OWNER} AND ann)"
 _RECALLABLE = f":dense AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}"
 _CURRENT_FACTS = f":dense AND {_OWNER} AND valid_to IS NULL AND embedding IS NOT NULL"
@@ -85,7 +84,7 @@ _KEYWORD_FACTS = f"""
         WHERE :keyword AND {_OWNER} AND valid_to IS NULL
           AND content_tsv @@ to_tsquery('jin_search', :q)
         ORDER BY updated_at DESC LIMIT :scan"""
-# memory/recall.py `_parts`, term for term and in its order of operations (so that the
+# memory/ranking.py `_parts`, term for term and in its order of operations (so that the
 # statement's order is the ranking's, to the last bit of a double): (dense + keyword) x recency
 # x weight. The mode's unused list comes with a weight of 0 (`_scoring`).
 SCORE = """(((CASE WHEN dense_rank IS NULL THEN 0
@@ -218,7 +217,8 @@ class PostgresRecall:
         config: RecallConfig, *, embedder_name: str | None = None,
         ann_from: int = ANN_FROM,
     ) -> None:
-        """`ann_from`: the threshold at which users join the HNSW index (memory/owners.py)."""
+        """`ann_from`: the threshold at which users join the HNSW index
+        (memory/hnsw_membership.py)."""
         self._db = engine
         self._ann_from = ann_from
         self._embedder = embedder
@@ -248,7 +248,7 @@ class PostgresRecall:
     async def recall(
         self, query: RecallQuery, config: RecallConfig | None = None
     ) -> RecallResult:
-        """The fence's items for a query (memory/recall.py RecallQuery says what each part
+        """The fence's items for a query (memory/ranking.py RecallQuery says what each part
         keeps out)."""
         cfg = config or self.config
         if query.budget_tokens is not None and query.budget_tokens < cfg.budget_tokens:
@@ -333,7 +333,7 @@ SHORTLIST = 3
 
 
 def _scoring(cfg: RecallConfig, now: datetime) -> dict[str, Any]:
-    """The parameters of SCORE: the weights of the ranking (memory/recall.py `_parts`)."""
+    """The parameters of SCORE: the weights of the ranking (memory/ranking.py `_parts`)."""
     return {
         "w_dense": 0.0 if cfg.mode == "keyword" else cfg.dense_weight,
         "w_keyword": 0.0 if cfg.mode == "dense" else cfg.keyword_weight,

@@ -5,7 +5,7 @@ for memos of the words and key terms of rows it read (`_WORDS`, `_TERMS`).
                 ├─ reciprocal rank fusion ─ × recency ─ × weight ─ collapse ─ cut to budget
   keyword list ─┘
 
-Candidates come from memory/search.py: past messages of the user and their durable facts, each
+Candidates come from memory/recall_store.py: past messages of the user and their durable facts, each
 with its rank in the dense (pgvector) and keyword (full-text) lists it appeared in.
 """
 
