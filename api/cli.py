@@ -119,8 +119,11 @@ def _bench(args: argparse.Namespace) -> int:
     import asyncio
 
     from api.embedders import build_embedder, embedder_server
+    from api.recall_bench import ingest_as_chats
     from api.reindex import Progress
+    from chat.store import PostgresChatStore
     from db.engine import create_engine
+    from llm.tokens import TiktokenCounter
     from memory.evaluation.benchmark import Plan, run_recall_benchmark
 
     settings = Settings()
@@ -132,7 +135,8 @@ def _bench(args: argparse.Namespace) -> int:
         try:
             embedder, provider = build_embedder(settings, server)
             return await run_recall_benchmark(
-                plan, engine, embedder, provider.model, settings.recall_config(),
+                plan, engine, ingest_as_chats(PostgresChatStore(engine), TiktokenCounter()),
+                embedder, provider.model, settings.recall_config(),
                 lambda label, total: Progress(label, total, sys.stderr),
             )
         finally:

@@ -122,7 +122,7 @@ async def sequential(sides: list[Side], steps: int) -> None:
                     side.seq.append(overhead)
     finally:
         for client in clients.values():
-            await client.close()
+            await client.aclose()
         for engine in engines.values():
             await engine.dispose()
 

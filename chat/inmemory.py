@@ -20,6 +20,7 @@ from typing import Any
 from chat.ports import (
     BegunStep,
     FinishedStep,
+    ImportedMessage,
     LeaseBusy,
     LeaseMissing,
     NewChat,
@@ -174,6 +175,19 @@ class InMemoryChatStore:
             return None
         return self._row(chat_id, self._next_position(chat_id), "summary", content, "complete",
                          0, meta=meta)
+
+    async def import_messages(
+        self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage]
+    ) -> list[uuid.UUID] | None:
+        if await self.get_chat(tenant_id, chat_id) is None or chat_id in self.state.leases:
+            return None
+        written = []
+        for row in rows:
+            kind: MessageKind = "assistant" if row.kind == "assistant" else "user"
+            message = self._row(chat_id, self._next_position(chat_id), kind, row.content,
+                                "complete", row.token_count)
+            written.append(message.id)
+        return written
 
     def _next_position(self, chat_id: uuid.UUID) -> int:
         rows = self.state.rows[chat_id]

@@ -176,6 +176,13 @@ class ChatStore(Protocol):
         """Append a summary row at the end of the history (a 'start over' line when empty)."""
         ...
 
+    async def import_messages(
+        self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage]
+    ) -> list[uuid.UUID] | None:
+        """Append finished rows with their own times (history brought from elsewhere), queued
+        for recall; their ids, or None when the chat does not exist or a step holds it."""
+        ...
+
 
 class StepStore(Protocol):
     """The step's durable coordination: lease, persisted turn, abort flag, outcome."""

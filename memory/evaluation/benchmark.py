@@ -23,9 +23,6 @@ from typing import Literal, Protocol
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from chat.ports import ImportedMessage, NewChat
-from chat.store import PostgresChatStore
-from chat.types import ModelSettings
 from llm.ports import Embedder
 from llm.tokens import TiktokenCounter
 from memory.evaluation.dataset import Dataset, load_dataset
@@ -35,6 +32,17 @@ from memory.ranking import Mode, RecallConfig, RecallQuery
 from memory.recall_store import PostgresRecall
 
 MODES: tuple[Mode, ...] = ("hybrid", "dense", "keyword")
+
+
+class Ingest(Protocol):
+    """Writes a dataset's sessions as chats (the caller's: memory/ knows no chats)."""
+
+    async def __call__(
+        self, dataset: Dataset, tenant: str, progress: Progress
+    ) -> dict[uuid.UUID, str]:
+        """Every session as a chat of its conversation's user, in `tenant`; returns each
+        written message's id -> its turn id."""
+        ...
 
 
 class Progress(Protocol):
@@ -55,29 +63,6 @@ class Plan:
     mode: Mode | Literal["all"] = "hybrid"
     out: str | None = None  # a run file per mode when several
     keep: bool = False  # leave the ingested tenant in the database
-
-
-async def _ingest(
-    chats: PostgresChatStore, dataset: Dataset, tenant: str, counter: TiktokenCounter,
-    progress: Progress,
-) -> dict[uuid.UUID, str]:
-    """Every session as a chat of its conversation's user; returns message id -> turn id."""
-    turn_of: dict[uuid.UUID, str] = {}
-    for conversation in dataset.conversations.values():
-        for session in conversation.sessions:
-            chat = await chats.create_chat(NewChat(
-                tenant_id=tenant, user_id=conversation.conversation_id,
-                title=session.session_id, system_prompt="", settings=ModelSettings(),
-                busy_policy="queue",
-            ))
-            rows = [ImportedMessage(t.role, t.content, counter.count(t.content), t.created_at)
-                    for t in session.turns]
-            ids = await chats.import_messages(tenant, chat.id, rows)
-            assert ids is not None, "a fresh chat takes its import"
-            turn_of.update(zip(ids, (t.turn_id for t in session.turns), strict=True))
-            progress.advance(1)
-    progress.close()
-    return turn_of
 
 
 async def _index(indexer: Indexer, progress: Progress) -> float:
@@ -111,7 +96,7 @@ def _out_path(out: str, mode: str, several: bool) -> Path:
 
 
 async def run_recall_benchmark(
-    plan: Plan, engine: AsyncEngine, embedder: Embedder,
+    plan: Plan, engine: AsyncEngine, ingest: Ingest, embedder: Embedder,
     embedder_name: str, config: RecallConfig, progress: Callable[[str, int], Progress],
 ) -> int:
     """Ingest, index, ask; print a report per mode. Returns the exit status (0)."""
@@ -120,8 +105,7 @@ async def run_recall_benchmark(
     try:
         counter = TiktokenCounter()
         sessions = sum(len(c.sessions) for c in dataset.conversations.values())
-        turn_of = await _ingest(PostgresChatStore(engine), dataset, tenant, counter,
-                                progress("ingest sessions", sessions))
+        turn_of = await ingest(dataset, tenant, progress("ingest sessions", sessions))
         index_s = await _index(Indexer(engine, embedder, embedder_name),
                                progress("index messages", len(turn_of)))
         print(f"dataset {plan.dataset}: {len(dataset.conversations)} conversations, "
