@@ -311,7 +311,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         # The youngest generation is collected every 5,000 new objects, not 700: at 32
         # concurrent chats a collection came every other step and promoted every step in
         # flight, which the next generation then walked again. Collector time a step
-        # 0.41 -> 0.14 ms; the longest pause 10.8 -> 11.7 ms (bench/README.md, session 7).
+        # 0.41 -> 0.14 ms; the longest pause 10.8 -> 11.7 ms (bench/HISTORY.md, session 7).
         gc.set_threshold(5_000, 10, 10)
         listener = AbortListener(settings.database_url or "", runtime.abort_local)
         await listener.start()

@@ -29,6 +29,9 @@ from db.errors import is_outage
 log = logging.getLogger("jin.access")
 
 PUBLIC = frozenset({"/healthz", "/readyz"})
+# The API's reference pages and what they load: a browser sends no key, and they show no data.
+_REFERENCE = frozenset({"/docs", "/redoc", "/openapi.json"})
+_REFERENCE_ASSETS = "/docs/assets/"
 ADMIN = frozenset({"/metrics", "/v1/status"})
 _CHAT = re.compile(r"^/v1/chats/([0-9a-fA-F-]{36})(?:/|$)")
 _STEP = re.compile(r"^/v1/chats/[^/]+/messages/?$")
@@ -92,7 +95,7 @@ class Edge:
     async def _refusal(self, scope: Scope, headers: dict[bytes, bytes], path: str,
                        is_step: bool) -> JSONResponse | None:
         """The answer that turns the request away, or None to let it in."""
-        if path in PUBLIC:
+        if path in PUBLIC or path in _REFERENCE or path.startswith(_REFERENCE_ASSETS):
             return None
         access: Access = scope["app"].state.access
         raw = headers.get(b"authorization")

@@ -198,6 +198,9 @@ class Terminal:
             except KeyboardInterrupt:  # while listing or switching chats
                 self.just_stopped = True
                 self.say("[stopped]")
+            except httpx.TransportError as exc:  # jin restarting, a dropped stream: this turn
+                self.say(f"[the connection to {self.base} broke ({type(exc).__name__}); "
+                         "what was said so far is kept - send again]")
 
     def command(self, line: str) -> str | None:
         name, _, arg = line.partition(" ")

@@ -184,8 +184,10 @@ class InMemoryChatStore:
         written = []
         for row in rows:
             kind: MessageKind = "assistant" if row.kind == "assistant" else "user"
-            message = self._row(chat_id, self._next_position(chat_id), kind, row.content,
-                                "complete", row.token_count)
+            message = replace(self._row(chat_id, self._next_position(chat_id), kind,
+                                        row.content, "complete", row.token_count),
+                              created_at=row.created_at)
+            self.replace_row(chat_id, message)
             written.append(message.id)
         return written
 

@@ -63,7 +63,7 @@ class OpenStep:
     worker: str
     lease_ttl: float
     window_rows: int
-    # The tail budget the window is read with: the deployment's, which is every chat's but
+    # The prompt budget the window is read with: the deployment's, which is every chat's but
     # those that set their own (the caller reads theirs again: ChatStore.load_window). Known
     # before the chat is, it lets the store read the window in the statement that takes the
     # lease.

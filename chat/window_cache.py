@@ -9,7 +9,7 @@ range of positions they cover. The next read of the window (chat/store.py `windo
 names that range, and Postgres sends the rows it finds there without their columns: the worker
 takes those from here, by id. Postgres still chooses which rows make the window; this only
 spares sending and decoding a row again (a loaded worker's window is ~80 rows; its CPU a step
-fell by a tenth: bench/README.md, session 11).
+fell by a tenth: bench/HISTORY.md, session 11).
 
 Summary rows always come whole: one may have been placed in the range since. A row sent without
 its columns that is not held here is a miss (a row that was streaming when the range was read,

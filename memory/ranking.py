@@ -201,7 +201,7 @@ def rank(
 class _RowMemo:
     """A word set of each row ranked before: its key terms, or its words. A user's rows come back
     step after step, and these cost more than the rest of the ranking (the key terms: session 7;
-    the words, 11 us of regular expression for a 30-word row: session 11, bench/README.md).
+    the words, 11 us of regular expression for a 30-word row: session 11, bench/HISTORY.md).
     Keyed by the row and its text's hash, since a fact's text can change; bounded by the words
     it holds, the oldest going first."""
 

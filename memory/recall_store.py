@@ -328,7 +328,7 @@ class PostgresRecall:
 
 # The ranking keeps at most `max_items` of the candidates, walking them best first; it passes
 # over near-duplicates and items too long for the room left, and three times as many leave it
-# room for that (bench/README.md, session 12: what the cut changed in the recall benchmark).
+# room for that (bench/HISTORY.md, session 12: what the cut changed in the recall benchmark).
 SHORTLIST = 3
 
 

@@ -1,10 +1,11 @@
-"""How a step's answer ended, as a value: decided once, from how its stream ended, and persisted
-in one place (orchestrator/step.py `_persist`).
+"""How a step's answer ended, as a value: decided once, from how its stream ended (or what
+failed before it), and persisted in one place (orchestrator/saving.py `persist`).
 
     Complete        the model finished its answer
     Interrupted     an abort, a client gone, a shutdown, a cancelled task; or an answer that
                     could not be saved (`code` says why: answer_not_saved, lease_lost)
-    Failed          the provider failed (its LLMError code) or a bug (internal_error)
+    Failed          the provider failed (its LLMError code), the database (database_unavailable)
+                    or jin (internal_error)
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from chat.ports import StoreUnavailable
 from llm.errors import LLMError
 
 
@@ -43,6 +45,8 @@ def stream_outcome(error: BaseException | None, aborted: str | None, finished: b
     abort's reason if one was asked for, and whether the model sent its finish."""
     if isinstance(error, LLMError):
         return Failed(error.code, str(error))
+    if isinstance(error, StoreUnavailable):  # reading the window again, before the answer
+        return Failed("database_unavailable", "the database could not be reached")
     if error is not None and not isinstance(error, Exception):
         return Interrupted("cancelled")  # the task was cancelled, or the stream closed
     if error is not None:  # a bug must not pass for an answer: the text is kept, as failed

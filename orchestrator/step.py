@@ -17,15 +17,12 @@ from typing import Any
 from chat.ports import (
     BegunStep,
     ChatStore,
-    FinishedStep,
     Opened,
     OpenStep,
     StepOutcome,
     StepStore,
-    StoreUnavailable,
 )
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
-from llm.errors import LLMError
 from llm.ports import ChatModel, Embedding, TokenCounter
 from memory.ports import FactStore, IndexQueue, Recaller
 from orchestrator.answer import AbortSignal, Answer, Rounds, stream_answer
@@ -42,18 +39,15 @@ from orchestrator.events import (
     StepEnd,
     StepEvent,
     StepStart,
-    event_payload,
 )
 from orchestrator.lease import follow_policy
 from orchestrator.memory_recall import recall_into
 from orchestrator.outcome import (
     Complete,
-    Failed,
-    Interrupted,
-    Outcome,
     error_of,
     stream_outcome,
 )
+from orchestrator.saving import log_outcome, persist, step_timings
 
 log = logging.getLogger("jin.step")
 
@@ -110,6 +104,7 @@ class Started:
     user_vector: tuple[str, Embedding] | None = None  # recall's, for the indexer to keep
     # The query's vector for recall, asked for as the step arrived (alongside the open).
     query_vector: asyncio.Task[Embedding | None] | None = None
+    reread: bool = False  # the window was read for another budget than the chat's own
     type: str = "started"
 
 
@@ -172,28 +167,12 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         return Replayed(result)
     assert isinstance(result, Opened)  # (follow_policy returned past the lease)
     budget = budget_for(result.chat, cfg)
-    window = result.window
-    if budget.total != open_step.window_budget:  # the chat sets a budget of its own
-        window = await _own_window(deps, result, budget.total, vector)
-    plan = assemble(window, request.content, budget, deps.counter)
-    return Started(result.chat, result.begun, window, plan, received_at,
-                   time.perf_counter(), query_vector=vector)
-
-
-async def _own_window(
-    deps: StepDeps, opened: Opened, budget: int, vector: asyncio.Task[Any] | None
-) -> Window:
-    """The window of a chat with a budget of its own, read again for it. The step is open: if
-    that read fails, the step ends as failed (its user message kept) before the error goes on."""
-    try:
-        return await deps.chats.load_window(opened.chat, deps.config.window_read_rows, budget,
-                                            before=opened.begun.user_message.position)
-    except BaseException as exc:
-        _drop(vector)
-        code = "database_unavailable" if isinstance(exc, StoreUnavailable) else "internal_error"
-        failed = FinishedStep("failed", "", "", 0, None, code, {})
-        await asyncio.shield(deps.steps.finish(opened.chat.id, opened.begun, failed))
-        raise
+    plan = assemble(result.window, request.content, budget, deps.counter)
+    # A chat with a budget of its own has its window read again for it, by run_step: a failure
+    # of that read is then the step's outcome, saved like any other.
+    return Started(result.chat, result.begun, result.window, plan, received_at,
+                   time.perf_counter(), query_vector=vector,
+                   reread=budget.total != open_step.window_budget)
 
 
 def _early_vector(
@@ -259,44 +238,52 @@ async def _monitor(deps: StepDeps, started: Started, abort: AbortSignal, answer:
 async def run_step(
     deps: StepDeps, started: Started, abort: AbortSignal
 ) -> AsyncIterator[StepEvent]:
-    """Stream the brain's answer as events, then persist it; the lease is released at the end."""
-    begun, plan = started.begun, started.plan
+    """Stream the brain's answer as events, then persist it; the lease is released at the end.
+    Whatever ends the step once it is open (the answer, an abort, a failure of the model, of
+    the database or of jin) becomes its outcome, saved by `persist` (orchestrator/saving.py)."""
+    begun = started.begun
     message_id = begun.assistant_message_id
     yield StepStart(begun.step_id, started.chat.id, begun.user_message.id)
     compacted, helper_ms = False, 0.0
-    if deps.compactor is not None and (plan.left_out or plan.more_before):
-        # The window cannot hold what is after the summary: compact before the brain reads it,
-        # so that no message leaves the window without a summary.
-        done = await _compact(deps, started, plan.total_tokens, "rows_left_out")
-        if done is not None:
-            yield done
-            compacted, helper_ms = not done.skipped, done.helper_ms
-            started = await _replan(deps, started)
-    started, recalled = await _recall(deps, started)
-    plan = started.plan
-    yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, recalled)
-    yield MessageStart(message_id, "assistant")
-
     answer = Answer()
-    monitor = asyncio.create_task(_monitor(deps, started, abort, answer))
-    model_started = time.perf_counter()
+    model_started = model_ended = time.perf_counter()
     error: BaseException | None = None
     try:
-        rounds = Rounds(deps.config.memory_tools, deps.config.max_tool_rounds)
-        async for event in stream_answer(
-            deps.brain, deps.facts, rounds, started.chat, started.plan, begun, abort, answer
-        ):
-            yield event
+        if started.reread:
+            started = await _replan(deps, started)
+        plan = started.plan
+        if deps.compactor is not None and (plan.left_out or plan.more_before):
+            # The window cannot hold what is after the summary: compact before the brain reads
+            # it, so that no message leaves the window without a summary.
+            done = await _compact(deps, started, plan.total_tokens, "rows_left_out")
+            if done is not None:
+                yield done
+                compacted, helper_ms = not done.skipped, done.helper_ms
+                started = await _replan(deps, started)
+        started, recalled = await _recall(deps, started)
+        plan = started.plan
+        yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, recalled)
+        yield MessageStart(message_id, "assistant")
+        monitor = asyncio.create_task(_monitor(deps, started, abort, answer))
+        model_started = time.perf_counter()
+        try:
+            rounds = Rounds(deps.config.memory_tools, deps.config.max_tool_rounds)
+            async for event in stream_answer(
+                deps.brain, deps.facts, rounds, started.chat, plan, begun, abort, answer
+            ):
+                yield event
+        finally:
+            model_ended = time.perf_counter()
+            monitor.cancel()
+            await asyncio.gather(monitor, return_exceptions=True)
     except BaseException as exc:  # the streaming boundary: how it ended becomes the outcome
         error = exc
-    model_ended = time.perf_counter()
-    monitor.cancel()
-    await asyncio.gather(monitor, return_exceptions=True)
     outcome = stream_outcome(error, abort.reason if abort.event.is_set() else None,
                              answer.finished)
-    _log_outcome(begun.step_id, outcome, error)
-    timings = _timings(started, model_started, model_ended, answer, helper_ms)
-    outcome = await _persist(deps, started, answer, outcome, timings)
+    log_outcome(begun.step_id, outcome, error)
+    timings = step_timings(started, model_started, model_ended, answer, helper_ms)
+    outcome = await persist(deps.steps, deps.counter, deps.config.lease_ttl, started, answer,
+                            outcome, timings)
     if deps.indexer is not None:
         deps.indexer.wake()
     if error is not None and not isinstance(error, Exception):
@@ -308,6 +295,7 @@ async def run_step(
         # (One pass a step: a chat that just compacted before the brain waits for the next.)
         # After the answer, for the next step: never delays message_end.
         content, _ = answer.partial()
+        plan = started.plan
         tokens_next = plan.total_tokens + deps.counter.count(content) + MESSAGE_OVERHEAD
         decision = decide(
             tokens_next, plan.budget.total, bool(plan.left_out or plan.more_before),
@@ -320,7 +308,7 @@ async def run_step(
                 yield done
                 helper_ms += done.helper_ms
     yield StepEnd(begun.step_id, outcome.type,
-                  _timings(started, model_started, model_ended, answer, helper_ms))
+                  step_timings(started, model_started, model_ended, answer, helper_ms))
 
 
 async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[str, Any]]]:
@@ -363,100 +351,11 @@ async def _compact(
 
 
 async def _replan(deps: StepDeps, started: Started) -> Started:
-    """The prompt again after a compaction, without this step's own new message in the tail."""
+    """The prompt again (after a compaction, or for a chat's own budget), without this step's
+    own new message in the tail."""
     budget = started.plan.budget
     window = await deps.chats.load_window(started.chat, deps.config.window_read_rows, budget.total,
                                           before=started.begun.user_message.position)
     new = started.begun.user_message.content
-    return replace(started, window=window, plan=assemble(window, new, budget, deps.counter))
-
-
-def _timings(
-    started: Started, model_started: float, model_ended: float, answer: Answer,
-    helper_ms: float = 0.0,
-) -> dict[str, float]:
-    """Where the step's time went, in ms. overhead = total - model time (the brain's answer,
-    the wait for the embedder's query vector and the helper's summary): the server's own
-    share. persist_ms runs from the answer's end, so it holds a compaction after it. When text
-    came: first_token_ms (request in -> first chunk handed on) and model_first_token_ms (model
-    request -> its first delta); the server's share of the time to first token is
-    first_token_ms - model_first_token_ms - embed_ms."""
-    now = time.perf_counter()
-    total = (now - started.received_at) * 1000
-    model = (model_ended - model_started) * 1000 + started.embed_ms + helper_ms
-    timings = {
-        "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
-        "model_ms": round(model, 3),
-        "embed_ms": round(started.embed_ms, 3),
-        "recall_ms": round(started.recall_ms, 3),
-        "helper_ms": round(helper_ms, 3),
-        "persist_ms": round((now - model_ended) * 1000, 3),
-        "total_ms": round(total, 3),
-        "overhead_ms": round(total - model, 3),
-    }
-    if answer.first_chunk_at is not None:
-        timings["first_token_ms"] = round((answer.first_chunk_at - started.received_at) * 1000, 3)
-    if answer.first_delta_at is not None:
-        timings["model_first_token_ms"] = round((answer.first_delta_at - model_started) * 1000, 3)
-    return timings
-
-
-def _log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | None) -> None:
-    if isinstance(error, LLMError):
-        log.warning("provider failed: %s", error.brief)
-        log.debug("provider failed: %s", error)
-    elif isinstance(outcome, Failed):
-        log.error("step failed unexpectedly", exc_info=error)
-    elif isinstance(outcome, Interrupted):
-        log.info("step %s interrupted: %s", step_id, outcome.reason)
-
-
-async def _persist(
-    deps: StepDeps, started: Started, answer: Answer, outcome: Outcome,
-    timings: dict[str, float],
-) -> Outcome:
-    """Write the answer with its outcome: the one place a step's end is saved. Shielded, so a
-    cancelled request still leaves a consistent chat. Returns the outcome the client is told:
-    an answer that could not be saved is interrupted, and says why.
-
-    A write that failed because the database was away is tried again for as long as the lease
-    would hold the chat; any other failure at once ends the tries. Trying again is safe: the
-    write is guarded, and a step that another worker declared dead meanwhile writes nothing."""
-    content, reasoning = answer.partial()
-    error = error_of(outcome)
-    finished = FinishedStep(
-        status=outcome.type,
-        content=content,
-        reasoning=reasoning,
-        token_count=deps.counter.count(content),
-        usage=answer.usage,
-        error_code=error[0] if error else None,
-        timings=timings,
-        meta={"actions": [event_payload(a) for a in answer.actions]} if answer.actions else None,
-        user_vector=started.user_vector,
-    )
-    deadline = time.monotonic() + deps.config.lease_ttl
-    delay = 0.1
-    while True:
-        try:
-            write = deps.steps.finish(started.chat.id, started.begun, finished)
-            written = await asyncio.shield(asyncio.ensure_future(write))
-            break
-        except Exception as exc:  # the stream still ends cleanly, and says why
-            away = isinstance(exc, StoreUnavailable)  # a bug or bad data would fail again
-            if away and time.monotonic() + delay <= deadline:
-                log.warning("step %s: saving the answer failed (%s); trying again",
-                            started.begun.step_id, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            log.exception("step %s: the answer could not be saved", started.begun.step_id)
-            why = "the database could not be reached" if away else "saving it failed"
-            return Interrupted("not_saved", "answer_not_saved",
-                               f"{why}; the answer was not saved (its last flushed part is kept)")
-    if not written:
-        log.warning("step %s was taken over by another worker; its answer was not saved",
-                    started.begun.step_id)
-        return Interrupted("not_saved", "lease_lost",
-                           "another worker took this chat over; answer not saved")
-    return outcome
+    return replace(started, window=window, plan=assemble(window, new, budget, deps.counter),
+                   reread=False)

@@ -9,7 +9,7 @@ duplicates, which scans them once per new fact) fetched each vector through the 
 ~700 dimensions); longer rows are still TOASTed, their longest text compressed first.
 
 For a user with 510 messages and 363 facts, Postgres CPU a call, 7 runs of each alternating
-(bench/README.md, session 8): recall 5.4 -> 3.9 ms (medians), the flush's lookup of 5 new facts
+(bench/HISTORY.md, session 8): recall 5.4 -> 3.9 ms (medians), the flush's lookup of 5 new facts
 6.2-6.8 -> 1.1-1.3 ms.
 
 The upgrade changes a setting of each table under a lock that lets reads and writes go on

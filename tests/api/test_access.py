@@ -32,7 +32,7 @@ def _refused(response: httpx.Response, status: int, code: str) -> None:
     assert response.json()["code"] == code
 
 
-async def test_with_keys_every_route_but_health_needs_a_live_key(
+async def test_with_keys_every_route_but_health_and_the_reference_needs_a_live_key(
     jin_factory: Callable[..., str], engine: AsyncEngine
 ) -> None:
     keys = KeyStore(engine)
@@ -41,8 +41,14 @@ async def test_with_keys_every_route_but_health_needs_a_live_key(
     async with _client(base) as anonymous, _client(base, secret) as acme:
         assert (await anonymous.get("/healthz")).status_code == 200
         assert (await anonymous.get("/readyz")).status_code == 200
+        # The API's reference renders in a browser, which sends no key; it shows no data.
+        for path in ("/docs", "/redoc", "/openapi.json"):
+            assert (await anonymous.get(path)).status_code == 200, path
+        page = (await anonymous.get("/docs")).text
+        asset = page[page.index("/docs/assets/"):].split('"')[0]
+        assert (await anonymous.get(asset)).status_code == 200
         for method, path in [("GET", "/v1/chats"), ("POST", "/v1/chats"),
-                             ("GET", "/v1/memories?user_id=u"), ("GET", "/openapi.json"),
+                             ("GET", "/v1/memories?user_id=u"), ("GET", "/docs/other"),
                              ("GET", "/metrics"), ("GET", "/v1/status")]:
             response = await anonymous.request(method, path, json={})
             _refused(response, 401, "missing_key")

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from chat.inmemory import InMemoryStepStore, in_memory_stores
-from chat.ports import NewChat
+from chat.inmemory import InMemoryChatStore, InMemoryStepStore, in_memory_stores
+from chat.ports import NewChat, StoreUnavailable
 from chat.types import Chat, ModelSettings
 from llm.errors import ProviderTimeout
 from llm.testing import ScriptedModel
@@ -156,17 +157,72 @@ def test_how_a_stream_ended_decides_the_outcome(
 
 async def test_a_chat_with_a_budget_of_its_own_is_read_for_that_budget() -> None:
     answers = [[ContentDelta(f"answer number {i} " * 5), Finish("stop")] for i in range(8)]
-    deps, default = await _setup(ScriptedModel(*answers))
+    model = ScriptedModel(*answers)
+    deps, default = await _setup(model)
     own = await deps.chats.create_chat(NewChat(
         "t", "u", "small", "", ModelSettings(context_window=1024 + 60), "queue"))
     for chat in (default, own):
         for i in range(3):
             await _run(deps, chat, f"question {i} " * 5)
-    windows = {}
+    seen = {}
     for chat in (default, own):
-        started = await start_step(deps, StepRequest("t", chat.id, "next"))
-        assert isinstance(started, Started)
-        windows[chat.id] = started.window
-    assert len(windows[default.id].tail) == 6  # the deployment's budget holds every row
-    assert 0 < len(windows[own.id].tail) < 6
-    assert sum(m.cost for m in windows[own.id].tail) <= 60
+        await _run(deps, chat, "next")
+        seen[chat.id] = [m for m in model.calls[-1].messages if m.role != "system"]
+    assert len(seen[default.id]) == 7  # the deployment's budget holds every row, and "next"
+    assert 1 < len(seen[own.id]) < 7  # the chat's own budget holds the newest rows only
+    assert seen[own.id][-1].content == "next"
+
+
+class _Flaky(InMemoryStepStore):
+    """The in-memory StepStore, with Postgres away for the first `away` writes of an answer."""
+
+    def __init__(self, chats: InMemoryChatStore, away: int) -> None:
+        super().__init__(chats)
+        self.away, self.tries = away, 0
+
+    async def finish(self, chat_id: uuid.UUID, step: Any, finished: Any) -> bool:
+        self.tries += 1
+        if self.tries <= self.away:
+            raise StoreUnavailable("connection refused")
+        return await super().finish(chat_id, step, finished)
+
+
+@pytest.mark.parametrize("away, status, code", [
+    (2, "complete", None),  # back within the lease: saved, nothing to tell
+    (10**6, "interrupted", "answer_not_saved"),  # away for good: the stream says so
+])
+async def test_an_answer_is_saved_when_the_database_comes_back_or_the_client_is_told(
+    away: int, status: str, code: str | None,
+) -> None:
+    model = ScriptedModel([ContentDelta("saved?"), Finish("stop")])
+    deps, chat = await _setup(model)
+    assert isinstance(deps.chats, InMemoryChatStore)
+    deps.steps = _Flaky(deps.chats, away)
+    deps.config = replace(deps.config, lease_ttl=0.5)
+    events = await _run(deps, chat, "hello")
+    assert events[-1].status == status
+    assert [e.code for e in events if e.type == "message_error"] == ([code] if code else [])
+
+
+async def test_a_window_that_cannot_be_read_again_fails_the_step_and_keeps_the_message() -> None:
+    class Away(InMemoryChatStore):
+        """The database goes away once the step is open, before its window is read again."""
+
+        async def load_window(self, chat: Any, max_rows: int, budget_tokens: int,
+                              before: int | None = None) -> Any:
+            if before is not None:
+                raise StoreUnavailable("connection refused")
+            return await super().load_window(chat, max_rows, budget_tokens)
+
+    chats = Away()
+    deps = StepDeps(chats=chats, steps=InMemoryStepStore(chats), brain=ScriptedModel(),
+                    counter=TiktokenCounter(), config=StepConfig())
+    chat = await chats.create_chat(NewChat("t", "u", "own", "",
+                                           ModelSettings(context_window=2048), "queue"))
+    events = await _run(deps, chat, "hello")
+    assert [e.type for e in events] == ["step_start", "message_error", "message_end",
+                                        "step_end"]
+    assert (events[1].code, events[-1].status) == ("database_unavailable", "failed")
+    assert await _rows(deps, chat) == [("user", "hello", "complete"),
+                                       ("assistant", "", "failed")]
+    assert deps.steps.state.leases == {}  # type: ignore[attr-defined]  # the chat is free

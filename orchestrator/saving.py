@@ -1,0 +1,115 @@
+"""Saving a step's end: its timings, its log line, and the one write of its outcome.
+
+Ports only, like the step (orchestrator/step.py), whose Started it reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from chat.ports import FinishedStep, StepStore, StoreUnavailable
+from llm.errors import LLMError
+from llm.ports import TokenCounter
+from orchestrator.answer import Answer
+from orchestrator.events import event_payload
+from orchestrator.outcome import Failed, Interrupted, Outcome, error_of
+
+if TYPE_CHECKING:
+    from orchestrator.step import Started
+
+log = logging.getLogger("jin.step")
+
+
+def step_timings(
+    started: Started, model_started: float, model_ended: float, answer: Answer,
+    helper_ms: float = 0.0,
+) -> dict[str, float]:
+    """Where the step's time went, in ms. overhead = total - model time (the brain's answer,
+    the wait for the embedder's query vector and the helper's summary): the server's own
+    share. persist_ms runs from the answer's end, so it holds a compaction after it. When text
+    came: first_token_ms (request in -> first chunk handed on) and model_first_token_ms (model
+    request -> its first delta); the server's share of the time to first token is
+    first_token_ms - model_first_token_ms - embed_ms."""
+    now = time.perf_counter()
+    total = (now - started.received_at) * 1000
+    model = (model_ended - model_started) * 1000 + started.embed_ms + helper_ms
+    timings = {
+        "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
+        "model_ms": round(model, 3),
+        "embed_ms": round(started.embed_ms, 3),
+        "recall_ms": round(started.recall_ms, 3),
+        "helper_ms": round(helper_ms, 3),
+        "persist_ms": round((now - model_ended) * 1000, 3),
+        "total_ms": round(total, 3),
+        "overhead_ms": round(total - model, 3),
+    }
+    if answer.first_chunk_at is not None:
+        timings["first_token_ms"] = round((answer.first_chunk_at - started.received_at) * 1000, 3)
+    if answer.first_delta_at is not None:
+        timings["model_first_token_ms"] = round((answer.first_delta_at - model_started) * 1000, 3)
+    return timings
+
+
+def log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | None) -> None:
+    if isinstance(error, LLMError):
+        log.warning("provider failed: %s", error.brief)
+        log.debug("provider failed: %s", error)
+    elif isinstance(outcome, Failed):
+        log.error("step failed unexpectedly", exc_info=error)
+    elif isinstance(outcome, Interrupted):
+        log.info("step %s interrupted: %s", step_id, outcome.reason)
+
+
+async def persist(
+    steps: StepStore, counter: TokenCounter, lease_ttl: float, started: Started, answer: Answer,
+    outcome: Outcome, timings: dict[str, float],
+) -> Outcome:
+    """Write the answer with its outcome: the one place a step's end is saved. Shielded, so a
+    cancelled request still leaves a consistent chat. Returns the outcome the client is told:
+    an answer that could not be saved is interrupted, and says why.
+
+    A write that failed because the database was away is tried again for as long as the lease
+    would hold the chat; any other failure at once ends the tries. Trying again is safe: the
+    write is guarded, and a step that another worker declared dead meanwhile writes nothing."""
+    content, reasoning = answer.partial()
+    error = error_of(outcome)
+    finished = FinishedStep(
+        status=outcome.type,
+        content=content,
+        reasoning=reasoning,
+        token_count=counter.count(content),
+        usage=answer.usage,
+        error_code=error[0] if error else None,
+        timings=timings,
+        meta={"actions": [event_payload(a) for a in answer.actions]} if answer.actions else None,
+        user_vector=started.user_vector,
+    )
+    deadline = time.monotonic() + lease_ttl
+    delay = 0.1
+    while True:
+        try:
+            write = steps.finish(started.chat.id, started.begun, finished)
+            written = await asyncio.shield(asyncio.ensure_future(write))
+            break
+        except Exception as exc:  # the stream still ends cleanly, and says why
+            away = isinstance(exc, StoreUnavailable)  # a bug or bad data would fail again
+            if away and time.monotonic() + delay <= deadline:
+                log.warning("step %s: saving the answer failed (%s); trying again",
+                            started.begun.step_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            log.exception("step %s: the answer could not be saved", started.begun.step_id)
+            why = "the database could not be reached" if away else "saving it failed"
+            return Interrupted("not_saved", "answer_not_saved",
+                               f"{why}; the answer was not saved (its last flushed part is kept)")
+    if not written:
+        log.warning("step %s was taken over by another worker; its answer was not saved",
+                    started.begun.step_id)
+        return Interrupted("not_saved", "lease_lost",
+                           "another worker took this chat over; answer not saved")
+    return outcome
