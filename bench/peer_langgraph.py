@@ -72,7 +72,8 @@ def database_url() -> str:
 async def wait_for_quiet(limit_s: float = 180.0) -> str:
     """Wait until the 1-minute load average is at most 1.0 (at most `limit_s`); describe it."""
     t0 = time.monotonic()
-    while os.getloadavg()[0] > 1.0 and time.monotonic() - t0 < limit_s:
+    # (Polled: the load average has no event to wait on.)
+    while os.getloadavg()[0] > 1.0 and time.monotonic() - t0 < limit_s:  # noqa: ASYNC110
         await asyncio.sleep(5)
     waited = time.monotonic() - t0
     return f"load {os.getloadavg()[0]:.2f} at start (waited {waited:.0f} s)"
@@ -140,7 +141,8 @@ async def concurrent(graph, concurrency: int, seconds: float, size: int) -> None
     t0 = time.perf_counter()
     await asyncio.gather(*(run(c, t0 + seconds, counts) for c in configs))
     elapsed = time.perf_counter() - t0
-    print(f"{concurrency} concurrent threads at {size} messages: {sum(counts) / elapsed:.0f} steps/s "
+    rate = sum(counts) / elapsed
+    print(f"{concurrency} concurrent threads at {size} messages: {rate:.0f} steps/s "
           f"({sum(counts)} steps in {elapsed:.1f} s; {before}, {load_now()})", flush=True)
 
 
