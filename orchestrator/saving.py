@@ -58,6 +58,8 @@ def log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | Non
     if isinstance(error, LLMError):
         log.warning("provider failed: %s", error.brief)
         log.debug("provider failed: %s", error)
+    elif isinstance(error, StoreUnavailable):
+        log.warning("step %s failed: the database could not be reached (%s)", step_id, error)
     elif isinstance(outcome, Failed):
         log.error("step failed unexpectedly", exc_info=error)
     elif isinstance(outcome, Interrupted):

@@ -201,7 +201,10 @@ def test_ctrl_c_stops_the_answer_and_the_second_at_the_prompt_exits(
     at = typist.wait_for("[stopped]\nyou> ", at)
     assert typist.proc.poll() is None  # the client stays
     [chat] = chats_of(jin)
-    [_, answer] = messages_of(jin, chat["id"])
+    deadline = time.monotonic() + 10  # the step saves what it kept just after it stops
+    while (answer := messages_of(jin, chat["id"])[1])["status"] == "streaming":
+        assert time.monotonic() < deadline, "the stopped answer was never saved"
+        time.sleep(0.05)
     assert answer["status"] == "interrupted"
     kept = answer["content"]
     assert kept.startswith("w0 ") and len(kept) < len("".join(words))
