@@ -3,10 +3,13 @@ stdin, against a running jin and the fake model."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import platform
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -220,3 +223,53 @@ def test_ctrl_c_stops_the_answer_and_the_second_at_the_prompt_exits(
     typist.interrupt_at_prompt()
     assert typist.proc.wait(timeout=10) == 0
     assert "Traceback" not in typist.out
+
+
+class _Breaks(http.server.BaseHTTPRequestHandler):
+    """A jin whose connection breaks in the middle of every answer's stream."""
+
+    def do_GET(self) -> None:  # /healthz
+        self._json(200, {"status": "ok"})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        if self.path == "/v1/chats":
+            self._json(201, {"id": str(uuid.uuid4())})
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        event = b'event: message_chunk\ndata: {"message_id": "m", "chunk": "half an "}\n\n'
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)  # gone before the stream's end
+
+    def _json(self, status: int, body: dict[str, str]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_connection_that_breaks_mid_answer_ends_the_turn_not_the_client() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Breaks)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    typist = Typist(chat_env(f"http://127.0.0.1:{server.server_address[1]}"))
+    try:
+        at = typist.wait_for("you> ")
+        typist.type("hello")
+        at = typist.wait_for("half an ", at)
+        at = typist.wait_for("[the connection to ", at)
+        at = typist.wait_for("send again]\nyou> ", at)
+        assert typist.proc.poll() is None  # still at its prompt
+        typist.type("/quit")
+        assert typist.proc.wait(timeout=10) == 0
+    finally:
+        typist.close()
+        server.shutdown()
