@@ -153,9 +153,8 @@ class InMemoryChatStore:
         row_id = summary_id_for(after.id)
         if any(m.id == row_id for m in self.state.rows[chat_id]):
             return None  # that span has its summary already
-        row = self._row(chat_id, after.position + 1, "summary", content, "complete",
-                        token_count, meta=meta, row_id=row_id)
-        return row
+        return self._row(chat_id, after.position + 1, "summary", content, "complete",
+                         token_count, meta=meta, row_id=row_id)
 
     async def list_messages(
         self, tenant_id: str, chat_id: uuid.UUID, *, before: int | None, after: int | None,
@@ -184,10 +183,8 @@ class InMemoryChatStore:
         written = []
         for row in rows:
             kind: MessageKind = "assistant" if row.kind == "assistant" else "user"
-            message = replace(self._row(chat_id, self._next_position(chat_id), kind,
-                                        row.content, "complete", row.token_count),
-                              created_at=row.created_at)
-            self.replace_row(chat_id, message)
+            message = self._row(chat_id, self._next_position(chat_id), kind, row.content,
+                                "complete", row.token_count, created_at=row.created_at)
             written.append(message.id)
         return written
 
@@ -199,10 +196,11 @@ class InMemoryChatStore:
         self, chat_id: uuid.UUID, position: int, kind: MessageKind, content: str,
         status: MessageStatus, tokens: int, *, meta: dict[str, Any] | None = None,
         row_id: uuid.UUID | None = None, step_id: uuid.UUID | None = None,
-        key: str | None = None,
+        key: str | None = None, created_at: datetime | None = None,
     ) -> Message:
         row = Message(row_id or uuid.uuid4(), chat_id, position, kind, content, status, tokens,
-                      _now(), meta=meta or {}, step_id=step_id, idempotency_key=key)
+                      created_at or _now(), meta=meta or {}, step_id=step_id,
+                      idempotency_key=key)
         rows = self.state.rows[chat_id]
         rows.append(row)
         rows.sort(key=lambda m: m.position)

@@ -8,8 +8,8 @@ A dataset is JSON Lines, one object a line:
      "evidence": [turn ids], "category": optional, "lang": optional}
 
 A conversation is one user, a session one chat of that user. Timestamps are ISO-8601 with a
-timezone. Turn ids are unique within their conversation (converted datasets such as LoCoMo reuse
-ids like "D1:3" across conversations). Fields not named here are ignored.
+timezone. Turn ids need be unique only within their conversation (a dataset may reuse ids like
+"D1:3" across conversations). Fields not named here are ignored.
 """
 
 from __future__ import annotations

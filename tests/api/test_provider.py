@@ -97,6 +97,21 @@ async def _read_request(reader: asyncio.StreamReader) -> bool:
     await reader.readexactly(length)
     return True
 
+def _answers_once(raw: bytes) -> tuple[Handler, list[int]]:
+    """A server's handler that answers each request with `raw` bytes and closes; and the count
+    of requests it saw (a request sent again would be a second)."""
+    seen = [0]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if await _read_request(reader):
+            seen[0] += 1
+            writer.write(raw)
+            await writer.drain()
+        writer.close()
+
+    return handle, seen
+
+
 
 BODY = b'{"data": [{"index": 0, "embedding": [1.0, 0.0]}]}'
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
@@ -123,14 +138,16 @@ async def test_a_request_nobody_answered_is_sent_once_more_on_a_new_connection(s
             await writer.drain()
         writer.close()
 
-    embedder = OpenAIEmbedder(_provider(await serve(handle)))
-    assert len(await embedder.embed(["a"])) == 1
-    assert len(await embedder.embed(["b"])) == 1  # dropped on the kept connection, then sent again
-    assert requests == [1, 1, 2]  # the second request again, on a new connection
+    async with _provider(await serve(handle)) as provider:
+        embedder = OpenAIEmbedder(provider)
+        assert len(await embedder.embed(["a"])) == 1
+        # dropped on the kept connection, then sent again
+        assert len(await embedder.embed(["b"])) == 1
+        assert requests == [1, 1, 2]  # the second request again, on a new connection
 
-    drop = {"all"}
-    failed = await _code(embedder.embed(["c"]))
-    assert failed.code == "provider_disconnected"
+        drop = {"all"}
+        failed = await _code(embedder.embed(["c"]))
+        assert failed.code == "provider_disconnected"
     assert isinstance(failed.__cause__, httpx.RemoteProtocolError)  # httpx's, kept as the cause
     assert len(requests) == 5  # one more try, not a loop
 
@@ -144,18 +161,10 @@ async def test_a_request_whose_answer_had_started_is_not_sent_again(
     assert failed.code == "provider_disconnected"
     assert len(model.requests) == 1  # the model ran once: not asked again
 
-    seen = 0
-
-    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal seen
-        if await _read_request(reader):
-            seen += 1
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"data\"")
-            await writer.drain()
-        writer.close()
-
-    failed = await _code(OpenAIEmbedder(_provider(await serve(cut))).embed(["a"]))
-    assert (failed.code, seen) == ("provider_disconnected", 1)
+    cut, seen = _answers_once(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"data\"")
+    async with _provider(await serve(cut)) as provider:
+        failed = await _code(OpenAIEmbedder(provider).embed(["a"]))
+    assert (failed.code, seen) == ("provider_disconnected", [1])
 
 
 def _full_listener() -> tuple[socket.socket, list[socket.socket]]:
@@ -226,16 +235,8 @@ async def test_each_failure_has_its_code(
         assert (await _code(_answer(provider))).code == "provider_malformed_stream"
         assert (await _code(_answer(provider))).code == "provider_malformed_stream"
 
-    seen = 0
-
-    async def not_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal seen
-        if await _read_request(reader):
-            seen += 1
-            writer.write(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
-            await writer.drain()
-        writer.close()
+    not_http, seen = _answers_once(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
 
     async with _provider(await serve(not_http)) as provider:
         assert (await _code(_answer(provider))).code == "provider_malformed_stream"
-    assert seen == 1  # an answer came, though not HTTP: not sent again
+    assert seen == [1]  # an answer came, though not HTTP: not sent again
