@@ -41,7 +41,8 @@ INSERT INTO recall_queue (message_id, priority)
 SELECT m.id, 1 FROM messages m
 WHERE m.kind IN ('user', 'assistant') AND m.content <> '' AND m.status <> 'failed'
   AND m.status <> 'streaming'
-  AND NOT EXISTS (SELECT 1 FROM message_embeddings e WHERE e.message_id = m.id)
+  AND NOT EXISTS (SELECT 1 FROM message_embeddings e
+                  WHERE e.message_id = m.id AND e.embedding IS NOT NULL)
 ON CONFLICT DO NOTHING""")
 
 # Parked messages get their attempts back: the embedder may have been fixed or changed since.

@@ -68,7 +68,10 @@ _NOT_HIDDEN = (
 # second form finds every row even of a user who has grown since (slowly, by exact scans), and says
 # so.
 _USER_INDEXED = f"EXISTS (SELECT 1 FROM recall_owners WHERE {_OWNER} AND ann)"
-_RECALLABLE = f":dense AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}"
+# A row without a vector is a message still waiting for the indexer (migration 0011): found by
+# keyword only, until its vector is written.
+_RECALLABLE = (f":dense AND {_OWNER} AND embedding IS NOT NULL AND {_NOT_SHOWN} "
+               f"AND {_NOT_HIDDEN}")
 _CURRENT_FACTS = f":dense AND {_OWNER} AND valid_to IS NULL AND embedding IS NOT NULL"
 _DENSE_SPLIT = nearest("message_id", "message_embeddings", _RECALLABLE, ":qv", ":n",
                        indexed=True, gate=_USER_INDEXED)
@@ -193,7 +196,8 @@ def for_small_users(n: int, scan: int, rows: int) -> TextClause:
         ORDER BY updated_at DESC LIMIT :scan"""
     statement = _candidates(
         rows=user_rows, keyword=keyword, keyword_facts=keyword_facts, facts="uf",
-        dense="SELECT id AS message_id, d FROM um WHERE :dense ORDER BY d LIMIT :n",
+        dense="SELECT id AS message_id, d FROM um WHERE :dense AND d IS NOT NULL "
+              "ORDER BY d LIMIT :n",
         dense_facts="SELECT id, d FROM uf WHERE :dense AND has_vector ORDER BY d LIMIT :n")
     statement = statement.replace("to_tsquery('jin_search', :q)",
                                   "(SELECT to_tsquery('jin_search', :q))")

@@ -65,3 +65,28 @@ async def test_abort_posted_to_one_worker_stops_a_stream_on_the_other(
         answer = (await history(b, chat_id))[-1]
         assert answer["status"] == "interrupted" and answer["content"].startswith("w0 ")
         assert len(answer["content"].split()) < 1000
+
+
+async def test_what_a_user_just_said_is_recalled_by_their_next_step_on_the_other_worker(
+    workers: Callable[..., JinProcess], model: FakeOpenAIServer
+) -> None:
+    # Read-your-writes: no wait between the two steps, 50 times, a new user each time (one fact
+    # each: what is measured is whether it is there yet, not how it ranks among look-alikes).
+    # The indexer embeds in the background; the keyword side must not wait for it.
+    a_url = (await asyncio.to_thread(workers)).url
+    b_url = (await asyncio.to_thread(workers)).url
+    found = 0
+    async with httpx.AsyncClient(base_url=a_url, timeout=30) as a, \
+            httpx.AsyncClient(base_url=b_url, timeout=30) as b:
+        for i in range(50):
+            code = f"LCK-{1000 + i * 37}"
+            said = await new_chat(a, user_id=f"reader-{i}")
+            model.push(Reply(["Noted."]))
+            await stream_step(a, said, f"My locker code at gym number {i} is {code}")
+            asked = await new_chat(b, user_id=f"reader-{i}")
+            model.push(Reply(["Here it is."]))
+            await stream_step(b, asked, f"what is my locker code at gym number {i}?")
+            fence = next((m["content"] for m in model.requests[-1]["messages"]
+                          if m["content"].startswith("<memory-context>")), "")
+            found += code in fence
+    assert found == 50
