@@ -34,6 +34,12 @@ class RecallConfig:
     mode: Mode = "hybrid"
     candidates: int = 30  # per list: dense messages, keyword messages, dense facts, keyword facts
     keyword_scan: int = 500  # the newest full-text matches ranked, per source
+    bm25_k1: float = 1.2  # keyword ranking: how fast more of a term stops counting...
+    bm25_b: float = 0.75  # ...and how much a long row is marked down
+    # The relevance floor: an item is a candidate only if its cosine similarity to the query, or
+    # its keyword score (BM25), reaches these. An empty fence beats a noisy one.
+    min_similarity: float = 0.0
+    min_keyword: float = 0.0
     rrf_k: int = 60
     dense_weight: float = 1.0
     keyword_weight: float = 1.0
@@ -59,6 +65,8 @@ class Candidate:
     importance: float = 0.5
     dense_rank: int | None = None  # 1-based rank in its dense list
     keyword_rank: int | None = None
+    similarity: float | None = None  # cosine similarity to the query, in the dense list
+    keyword_score: float | None = None  # BM25 score, in the keyword list
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,7 @@ class Recalled:
     role: str
     chat_id: uuid.UUID | None
     tokens: int
-    scores: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, float | int | None] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -148,10 +156,20 @@ def _parts(
     return dense, keyword, fresh, w, (dense + keyword) * fresh * w
 
 
-def _scores(parts: tuple[float, float, float, float, float]) -> dict[str, float]:
+def _scores(
+    candidate: Candidate, parts: tuple[float, float, float, float, float]
+) -> dict[str, float | int | None]:
+    """Why an item was recalled: each search's own measure and rank (cosine similarity, BM25),
+    what rank fusion made of them, recency, weight and the total."""
     dense, keyword, fresh, w, total = parts
+
+    def raw(value: float | None) -> float | None:
+        return None if value is None else round(value, 4)
+
     return {
-        "dense": round(dense, 6), "keyword": round(keyword, 6), "recency": round(fresh, 4),
+        "dense": raw(candidate.similarity), "dense_rank": candidate.dense_rank,
+        "keyword": raw(candidate.keyword_score), "keyword_rank": candidate.keyword_rank,
+        "fused": round(dense + keyword, 6), "recency": round(fresh, 4),
         "weight": round(w, 4), "total": round(total, 6),
     }
 
@@ -169,7 +187,8 @@ def rank(
     what is kept, not by how many candidates came back (~120 come back; ~10 are kept, and only
     those get their scores written out)."""
     scored = [(parts, c) for c in candidates if (parts := _parts(c, now, config))[4] > 0]
-    scored.sort(key=lambda pair: (-pair[0][4], pair[1].created_at))
+    # (The id last: a tie is broken as the statement breaks it, memory/recall_store.py.)
+    scored.sort(key=lambda pair: (-pair[0][4], pair[1].created_at, pair[1].id))
     out: list[Recalled] = []
     kept: list[tuple[frozenset[str], Candidate]] = []  # the words and the row of each kept
     used = 0
@@ -194,7 +213,7 @@ def rank(
         used += tokens
         kept.append((words, candidate))
         out.append(Recalled(candidate.id, candidate.source, text, candidate.created_at,
-                            candidate.role, candidate.chat_id, tokens, _scores(parts)))
+                            candidate.role, candidate.chat_id, tokens, _scores(candidate, parts)))
     return out
 
 
@@ -249,15 +268,27 @@ _CYRILLIC = re.compile(r"[\u0400-\u04FF]")
 _MAX_TERMS = 32
 
 
-def keyword_query(text: str) -> str | None:
-    """A Postgres `to_tsquery` string that matches any word of the text (ranked by ts_rank).
+@dataclass(frozen=True)
+class KeywordQuery:
+    """A question's keyword search: the full-text query that finds the rows, and the terms
+    that score them (memory/recall_store.py, BM25)."""
 
-    Words are quoted, so no operator in the text reaches the parser. Cyrillic words of five
-    letters or more also match by prefix: the Russian stemmer misses Ukrainian endings
-    (Львів / Львові), and a prefix catches most of them.
+    tsquery: str  # for `to_tsquery('jin_search', ...)`: any of the terms
+    words: tuple[str, ...]  # each term's word, stemmed in Postgres as the rows were
+    prefix: tuple[bool, ...]  # whether that term matches every word it begins
+
+
+def keyword_query(text: str) -> KeywordQuery | None:
+    """The search for any word of the text, or None when it has no word.
+
+    Words are quoted, so no operator in the text reaches the parser. Cyrillic words also match
+    by prefix, since Postgres has no Ukrainian stemmer and the Russian one misses Ukrainian
+    forms: a word of five letters or more by its first letters (Одеса / Одесі), and a word
+    whose last syllable has і or ї by the form where that vowel alternates (Львів / Львова,
+    Львові; Київ / Києва).
     """
-    terms: list[str] = []
-    seen: set[str] = set()
+    terms: list[tuple[str, bool]] = []
+    seen: set[tuple[str, bool]] = set()
     for match in _WORD.finditer(text.lower()):
         word = match.group(0).replace("'", "").replace("’", "")
         for term in _terms(word):
@@ -266,16 +297,30 @@ def keyword_query(text: str) -> str | None:
                 terms.append(term)
     if not terms:
         return None
-    return " | ".join(terms[:_MAX_TERMS])
+    terms = terms[:_MAX_TERMS]
+    tsquery = " | ".join(f"'{w}':*" if prefix else f"'{w}'" for w, prefix in terms)
+    return KeywordQuery(tsquery, tuple(w for w, _ in terms), tuple(p for _, p in terms))
+
+
+# The last syllable's і or ї, closed by consonants: the vowel that alternates in Ukrainian
+# inflection (Львів -> Львова, ніч -> ночі, Київ -> Києва).
+_CLOSED_I = re.compile(r"[ії]([^аеєиіїоуюяь]+)$")
+_ALTERNATES = {"і": ("о", "е"), "ї": ("є",)}
 
 
 @lru_cache(maxsize=65_536)  # a step's question is mostly words asked before
-def _terms(word: str) -> tuple[str, ...]:
+def _terms(word: str) -> tuple[tuple[str, bool], ...]:
     parts = [p for p in word.split("-") if p]
-    out = [f"'{p}'" for p in parts]
+    out = [(p, False) for p in parts]
     for p in parts:
-        if _CYRILLIC.search(p) and len(p) >= 5:
-            out.append(f"'{p[: max(4, len(p) - 2)]}':*")
+        if not _CYRILLIC.search(p):
+            continue
+        if len(p) >= 5:
+            out.append((p[: max(4, len(p) - 2)], True))
+        closed = _CLOSED_I.search(p)
+        if closed and len(p) >= 4:
+            vowel, at = p[closed.start()], closed.start()
+            out.extend((p[:at] + other + p[at + 1:], True) for other in _ALTERNATES[vowel])
     return tuple(out)
 
 

@@ -56,8 +56,8 @@ _NOT_HIDDEN = (
 # own (MATERIALIZED: each is cut by its own LIMIT, so nothing outside could narrow it): planning
 # 0.50 -> 0.43 ms, same rows. The keyword lists rank only the newest `:scan` matches: a common word
 # can match most of a large user's rows, and ranking them all would make recall grow with the user's
-# history. They rank by ts_rank: ts_rank_cd (cover density) cost ~27 us a row against a question's
-# OR of words, half the statement, for no better recall (bench/README.md, recall quality). The
+# history. They rank like BM25 (below). Each list keeps only the rows that reach the relevance
+# floor (`RecallConfig.min_similarity`, `min_keyword`), ranked among themselves. The
 # statement comes in two forms (migration 0008, memory/hnsw_membership.py). For any user (`_FOR_ANY_
 # USER`, planned for its parameters: `_PLANNED_FOR_ITS_USER`): the dense lists read the rows in the
 # HNSW index (`ann`), only if the user's rows go there, and the others by an exact scan. For a user
@@ -101,39 +101,94 @@ SCORE = """(((CASE WHEN dense_rank IS NULL THEN 0
       * (CASE WHEN source = 'fact' THEN CAST(:w_fact AS float8)
               WHEN role = 'assistant' THEN CAST(:w_assistant AS float8) ELSE 1 END
          * (0.5::float8 + importance)))"""
+# Keyword lists rank like BM25 (k1, b: `RecallConfig.bm25_*`): each query term weighted by its
+# rarity among the user's rows, its count in the row, and the row's length against the average.
+# Postgres ships no BM25 and the embedded server no extension for it, so it is computed here from
+# the full-text vectors of the matching rows, their lexemes being the tokens (stop words left
+# out). A term's document frequency is exact: every row that holds a term matches the OR of the
+# terms, so it is among the matches (of those `:scan` keeps). The number of rows is the user's
+# count in `recall_owners` (what the indexer has written), or all of a small user's rows; the
+# average length is that of the matching rows. The query's terms are its words' lexemes (stemmed
+# as the rows were) and the prefixes of its Cyrillic words (`keyword_query`), a prefix matching
+# every lexeme it begins. (tests/integration/test_recall_store.py checks the scores against a
+# reference BM25.)
+_QUERY_TERMS = """qt AS MATERIALIZED (
+    SELECT DISTINCT u.lexeme AS term, w.prefix
+    FROM unnest(CAST(:words AS text[]), CAST(:prefix AS bool[])) AS w(word, prefix),
+         unnest(to_tsvector('jin_search', w.word)) u
+), """
+
+
+def _bm25(name: str, matches: str, docs: str) -> str:
+    """CTEs ending in `{name}`: the rows of `matches` (id, tsv), scored like BM25, ranked (`r`),
+    those below the floor left out, the best `:n` kept."""
+    return f"""{name}x AS MATERIALIZED ({matches}
+), {name}u AS MATERIALIZED (
+    SELECT x.id, u.lexeme, greatest(cardinality(u.positions), 1) AS tf
+    FROM {name}x x, unnest(x.tsv) u
+), {name}l AS MATERIALIZED (
+    SELECT id, sum(tf)::float8 AS dl FROM {name}u GROUP BY id
+), {name}h AS MATERIALIZED (  -- the exact terms by a hash join, the few prefixes one by one
+    SELECT id, term, sum(tf) AS tf FROM (
+        SELECT u.id, q.term, u.tf FROM {name}u u JOIN qt q ON u.lexeme = q.term
+        WHERE NOT q.prefix
+        UNION ALL
+        SELECT u.id, q.term, u.tf FROM {name}u u
+        JOIN qt q ON q.prefix AND starts_with(u.lexeme, q.term)) h
+    GROUP BY id, term
+), {name} AS MATERIALIZED (
+    -- (Rounded: a sum's last bits depend on the order its terms came in, which may differ
+    -- from one plan to the next; equal scores are then ranked by id, every time.)
+    SELECT id, score, row_number() OVER (ORDER BY round(score::numeric, 9) DESC, id) AS r FROM (
+        SELECT h.id, sum(t.idf * h.tf * (CAST(:k1 AS float8) + 1) / (h.tf + CAST(:k1 AS float8)
+                   * (1 - CAST(:b AS float8) + CAST(:b AS float8) * l.dl / a.avgdl))) AS score
+        FROM {name}h h JOIN {name}l l USING (id)
+        JOIN (SELECT term, ln(1 + (greatest(n.docs, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf
+              FROM (SELECT term, count(*) AS df FROM {name}h GROUP BY term) f,
+                   (SELECT ({docs})::float8 AS docs) n) t USING (term),
+             (SELECT greatest(avg(dl), 1) AS avgdl FROM {name}l) a
+        GROUP BY h.id) s
+    WHERE score >= CAST(:min_keyword AS float8)
+    ORDER BY r LIMIT :n
+)"""
+
+
+# A dense list: its rows nearer than the floor, ranked.
+def _dense(name: str, nearest_rows: str, key: str) -> str:
+    return f"""{name} AS MATERIALIZED (
+    SELECT {key} AS id, d, row_number() OVER (ORDER BY d) AS r FROM ({nearest_rows}) x
+    WHERE d <= 1 - CAST(:min_similarity AS float8)
+)"""
+
+
+_LISTS = ", ".join([_dense("dm", "{dense}", "message_id"), _bm25("km", "{keyword}", "{docs}"),
+                    _dense("df", "{dense_facts}", "id"),
+                    _bm25("kf", "{keyword_facts}", "{fact_docs}")])
 _CANDIDATES = f"""
-WITH {{rows}}dm AS MATERIALIZED (
-    SELECT message_id AS id, row_number() OVER (ORDER BY d) AS r FROM ({{dense}}) x
-), km AS MATERIALIZED (
-    SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, to_tsquery('jin_search', :q)) DESC)
-           AS r
-    FROM ({{keyword}}) x
-    ORDER BY r LIMIT :n
-), df AS MATERIALIZED (
-    SELECT id, row_number() OVER (ORDER BY d) AS r FROM ({{dense_facts}}) x
-), kf AS MATERIALIZED (
-    SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, to_tsquery('jin_search', :q)) DESC)
-           AS r
-    FROM ({{keyword_facts}}) x
-    ORDER BY r LIMIT :n
-)
+WITH {{rows}}{_QUERY_TERMS}{_LISTS}
 (SELECT * FROM (
     SELECT 'message' AS source, m.id, m.content AS text, m.created_at, m.kind AS role,
            m.chat_id, 0.5::float8 AS importance, r.dense AS dense_rank,
-           r.keyword AS keyword_rank, NULL::bool AS indexed
-    FROM (SELECT id, dm.r AS dense, km.r AS keyword FROM dm FULL JOIN km USING (id)) r
+           r.keyword AS keyword_rank, 1 - r.d AS similarity, r.score AS keyword_score,
+           NULL::bool AS indexed
+    FROM (SELECT id, dm.r AS dense, km.r AS keyword, dm.d, km.score
+          FROM dm FULL JOIN km USING (id)) r
     JOIN messages m ON m.id = r.id
     UNION ALL
     SELECT 'fact', f.id, f.text, f.updated_at, 'fact', NULL, f.importance, r.dense, r.keyword,
-           NULL
-    FROM (SELECT id, df.r AS dense, kf.r AS keyword FROM df FULL JOIN kf USING (id)) r
+           1 - r.d, r.score, NULL
+    FROM (SELECT id, df.r AS dense, kf.r AS keyword, df.d, kf.score
+          FROM df FULL JOIN kf USING (id)) r
     JOIN {{facts}} f ON f.id = r.id
 ) c
-ORDER BY {SCORE} DESC, created_at
+ORDER BY {SCORE} DESC, created_at, id
 LIMIT :shortlist)
 UNION ALL
-SELECT 'user', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT 'user', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        COALESCE((SELECT ann FROM recall_owners WHERE {_OWNER}), false)"""
+
+# How many rows the user has, for the rarity of a term: as counted (memory/hnsw_membership.py).
+_OWNED = "COALESCE((SELECT {what} FROM recall_owners WHERE " + _OWNER + "), 0)"
 
 
 def _candidates(**parts: str) -> str:
@@ -145,7 +200,8 @@ def _candidates(**parts: str) -> str:
 
 _FOR_ANY_USER = text(_candidates(rows="", dense=_DENSE_SPLIT, keyword=_KEYWORD,
                                  dense_facts=_DENSE_FACTS_SPLIT, keyword_facts=_KEYWORD_FACTS,
-                                 facts="memories"))
+                                 facts="memories", docs=_OWNED.format(what="messages"),
+                                 fact_docs=_OWNED.format(what="facts")))
 # `_FOR_ANY_USER` must be planned for its user: how many rows the user owns decides between the
 # HNSW index (a large owner) and the owner index with an exact scan (a small one). The generic
 # plan that connections make of their statements (db/engine.py) is one plan for every user: an
@@ -198,7 +254,8 @@ def for_small_users(n: int, scan: int, rows: int) -> TextClause:
         rows=user_rows, keyword=keyword, keyword_facts=keyword_facts, facts="uf",
         dense="SELECT id AS message_id, d FROM um WHERE :dense AND d IS NOT NULL "
               "ORDER BY d LIMIT :n",
-        dense_facts="SELECT id, d FROM uf WHERE :dense AND has_vector ORDER BY d LIMIT :n")
+        dense_facts="SELECT id, d FROM uf WHERE :dense AND has_vector ORDER BY d LIMIT :n",
+        docs="SELECT count(*) FROM um", fact_docs="SELECT count(*) FROM uf")
     statement = statement.replace("to_tsquery('jin_search', :q)",
                                   "(SELECT to_tsquery('jin_search', :q))")
     return text(re.sub(r":scan\b", str(int(scan)), re.sub(r":n\b", str(int(n)), statement)))
@@ -291,13 +348,15 @@ class PostgresRecall:
     ) -> list[Candidate]:
         """The candidates the ranking puts first as of `now` (`SHORTLIST` times
         `cfg.max_items` at most, in no set order: `rank` orders them)."""
-        tsquery = keyword_query(query) if cfg.mode != "dense" else None
+        keyword = keyword_query(query) if cfg.mode != "dense" else None
         dense = vector is not None
         params = {
             "t": tenant_id, "u": user_id, "n": cfg.candidates, "exclude": exclude,
             "scan": cfg.keyword_scan,
             "qv": Vector(np.asarray(vector, dtype=np.float32)) if dense else None,
-            "q": tsquery or "", "dense": dense, "keyword": tsquery is not None,
+            "q": keyword.tsquery if keyword else "", "keyword": keyword is not None,
+            "words": list(keyword.words) if keyword else [],
+            "prefix": list(keyword.prefix) if keyword else [], "dense": dense,
             "hide_chat": hide[0] if hide else None, "hide_before": hide[1] if hide else None,
             "shown_chat": shown_from[0] if shown_from else None,
             "shown_from": shown_from[1] if shown_from else None,
@@ -344,6 +403,8 @@ def _scoring(cfg: RecallConfig, now: datetime) -> dict[str, Any]:
         "rrf_k": cfg.rrf_k, "floor": cfg.recency_floor, "half_life": cfg.half_life_days,
         "fresh": cfg.freshness_days, "now": now, "w_fact": cfg.fact_weight,
         "w_assistant": cfg.assistant_weight, "shortlist": SHORTLIST * cfg.max_items,
+        "k1": cfg.bm25_k1, "b": cfg.bm25_b, "min_similarity": cfg.min_similarity,
+        "min_keyword": cfg.min_keyword,
     }
 
 
@@ -352,5 +413,6 @@ def _candidate(row: Any) -> Candidate:
         Candidate, id=row["id"], source=row["source"], text=row["text"],
         created_at=row["created_at"], role=row["role"], chat_id=row["chat_id"],
         importance=row["importance"], dense_rank=row["dense_rank"],
-        keyword_rank=row["keyword_rank"],
+        keyword_rank=row["keyword_rank"], similarity=row["similarity"],
+        keyword_score=row["keyword_score"],
     )

@@ -259,7 +259,8 @@ async def test_memories_endpoint_adds_once_lists_searches_and_forgets(
                               params={"user_id": "u1", "q": "platform 4 train"})).json()
     [item] = found["items"]
     assert item["source"] == "fact" and item["scores"]["keyword"] > 0
-    assert set(item["scores"]) == {"dense", "keyword", "recency", "weight", "total"}
+    assert set(item["scores"]) == {"dense", "dense_rank", "keyword", "keyword_rank", "fused",
+                                   "recency", "weight", "total"}
     assert (await client.delete(f"/v1/memories/{first['id']}",
                                 params={"user_id": "u1"})).status_code == 204
     assert (await client.get("/v1/memories", params={"user_id": "u1"})).json()["items"] == []

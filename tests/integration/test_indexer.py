@@ -62,6 +62,9 @@ def _indexer(db: AsyncEngine, url: str, http: Servers, **config: Any) -> Indexer
     return Indexer(db, OpenAIEmbedder(http(url), dim=384), MODEL, IndexerConfig(**config))
 
 
+# Rows with their vector: a queued message has its full-text row at once (migration 0011).
+_EMBEDDED = "SELECT message_id FROM message_embeddings WHERE embedding IS NOT NULL"
+
 async def _ids(engine: AsyncEngine, sql: str) -> set[uuid.UUID]:
     async with engine.connect() as conn:
         return {row[0] for row in await conn.execute(text(sql))}
@@ -91,7 +94,7 @@ async def test_a_message_the_embedder_rejects_is_parked_and_everything_else_is_i
         await asyncio.gather(worker, return_exceptions=True)
 
     assert await indexer.pending() == 0 and await indexer.parked() == 1
-    indexed = await _ids(engine, "SELECT message_id FROM message_embeddings")
+    indexed = await _ids(engine, _EMBEDDED)
     assert indexed == set(ana + ben) - {ana[1]}  # the other tenant's too
     async with engine.connect() as conn:
         [parked] = (await conn.execute(text(
@@ -156,7 +159,7 @@ async def test_reindex_ends_with_parked_messages_reports_them_and_retries_them_n
     server.embed_reject = None  # the embedder was fixed
     fixed = await asyncio.wait_for(reindex(settings, database_url, out=io.StringIO()), 30)
     assert fixed["messages"] == 1 and fixed["parked"] == 0
-    assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids)
+    assert await _ids(engine, _EMBEDDED) == set(ids)
 
 
 async def test_live_messages_are_indexed_before_backfill(
@@ -170,7 +173,7 @@ async def test_live_messages_are_indexed_before_backfill(
     _, live = await import_chat(engine, "t", "ana", ["live one", "live two"])
     indexer = _indexer(engine, embedder_server[1], http, batch_size=2)
     assert await indexer.drain_once() == 2
-    assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(live)
+    assert await _ids(engine, _EMBEDDED) == set(live)
 
 
 async def test_index_chat_waits_for_what_another_worker_is_indexing(
@@ -190,7 +193,7 @@ async def test_index_chat_waits_for_what_another_worker_is_indexing(
         started = time.monotonic()
         assert await _indexer(engine, embedder_server[1], http).index_chat(chat) is True
         assert time.monotonic() - started > 0.2  # it waited for the other worker's write
-        assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids)
+        assert await _ids(engine, _EMBEDDED) == set(ids)
         assert (await other).indexed == 3
     finally:
         slow.stop()
@@ -214,7 +217,7 @@ async def test_index_chat_takes_over_rows_whose_claim_expires_and_gives_up_after
     started = time.monotonic()
     assert await indexer.index_chat(chat) is True
     assert time.monotonic() - started > 0.5
-    assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids)
+    assert await _ids(engine, _EMBEDDED) == set(ids)
 
 
 async def test_index_chat_up_to_a_position_waits_for_nothing_after_it(
@@ -233,7 +236,7 @@ async def test_index_chat_up_to_a_position_waits_for_nothing_after_it(
     started = time.monotonic()
     assert await indexer.index_chat(chat, through=through) is True
     assert time.monotonic() - started < 1
-    assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set(ids[:2])
+    assert await _ids(engine, _EMBEDDED) == set(ids[:2])
     assert await indexer.index_chat(chat, wait_seconds=0.2) is False  # the whole chat: not yet
 
 
@@ -327,5 +330,5 @@ async def test_a_chat_deleted_while_its_messages_are_written_waits_for_no_deadlo
         await deleting.commit()
     async with asyncio.timeout(5):
         await writing  # no deadlock error on either side, and nothing written
-    assert await _ids(engine, "SELECT message_id FROM message_embeddings") == set()
+    assert await _ids(engine, _EMBEDDED) == set()
     assert await _ids(engine, "SELECT message_id FROM recall_queue") == set()
