@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from api import logs
 from api.settings import Settings
+from memory.evaluation.ablations import LAYERS, parse_layers
 
 
 def _database(settings: Settings) -> tuple[str, Callable[[], None] | None]:
@@ -127,7 +128,8 @@ def _bench(args: argparse.Namespace) -> int:
     from memory.evaluation.benchmark import Plan, run_recall_benchmark
 
     settings = Settings()
-    plan = Plan(dataset=args.dataset, mode=args.mode, out=args.out, keep=args.keep)
+    plan = Plan(dataset=args.dataset, mode=args.mode, out=args.out, keep=args.keep,
+                ablate=args.ablate)
 
     async def run(url: str) -> int:
         engine = create_engine(url, pool_size=2)
@@ -146,6 +148,13 @@ def _bench(args: argparse.Namespace) -> int:
 
     with _migrated(settings) as url:
         return asyncio.run(run(url))
+
+
+def _layers(text: str) -> tuple[str, ...]:
+    try:
+        return parse_layers(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _keys(args: argparse.Namespace) -> int:
@@ -237,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
                         choices=["hybrid", "dense", "keyword", "all"])
     recall.add_argument("--out", help="write a run file: question_id and results per line")
     recall.add_argument("--keep", action="store_true", help="keep the ingested data")
+    recall.add_argument("--ablate", type=_layers, default=(), metavar="LAYERS",
+                        help="recall layers to switch off, one run each: a comma list of "
+                             + ", ".join(LAYERS))
     recall.set_defaults(func=_bench)
 
     keys = sub.add_parser("keys", help="API keys: create, list, revoke")

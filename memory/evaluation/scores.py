@@ -106,6 +106,7 @@ class Summary:
     queries_per_s: float
     p50_ms: float
     p95_ms: float
+    mean_results: float = 0.0  # items returned a question: the fence's size when uncut
 
 
 def _scores(rows: Sequence[QuestionRun]) -> Scores:
@@ -146,6 +147,7 @@ def aggregate(rows: Sequence[QuestionRun], wall_s: float) -> Summary:
         overall=_scores(scored), by_category=by_category, queries=len(rows),
         unscored=len(rows) - len(scored), wall_s=wall_s, queries_per_s=len(rows) / wall_s,
         p50_ms=percentile(latencies_ms, 50), p95_ms=percentile(latencies_ms, 95),
+        mean_results=sum(len(row.results) for row in rows) / len(rows),
     )
 
 
@@ -165,6 +167,19 @@ def format_report(summary: Summary, title: str = "recall") -> str:
     lines += ["", f"{summary.queries} queries in {summary.wall_s:.2f} s: "
               f"{summary.queries_per_s:.1f} queries/s, latency p50 {summary.p50_ms:.1f} ms, "
               f"p95 {summary.p95_ms:.1f} ms"]
+    return "\n".join(lines) + "\n"
+
+
+def format_table(rows: Sequence[tuple[str, Summary]], title: str = "recall, all runs") -> str:
+    """One line a run (baseline, mode or ablation): the overall scores side by side."""
+    width = max(len("run"), *(len(name) for name, _ in rows))
+    lines = [f"{title}:", "",
+             f"{'run':<{width}}  {'R@5':>6}  {'R@10':>6}  {'R@20':>6}  {'NDCG@10':>7}"
+             f"  {'items':>5}"]
+    for name, summary in rows:
+        s = summary.overall
+        lines.append(f"{name:<{width}}  {s.recall_5:>6.3f}  {s.recall_10:>6.3f}"
+                     f"  {s.recall_20:>6.3f}  {s.ndcg_10:>7.3f}  {summary.mean_results:>5.1f}")
     return "\n".join(lines) + "\n"
 
 

@@ -37,12 +37,29 @@ def test_bench_recall_scores_a_dataset_and_leaves_nothing_behind(
     monkeypatch.setenv("JIN_EMBEDDER_MODEL", "fake-embedder")
 
     status = jin(["bench", "recall", "--dataset", str(dataset), "--mode", "all",
-                  "--out", str(tmp_path / "run.jsonl")])
+                  "--ablate", "recency,dedupe", "--out", str(tmp_path / "run.jsonl")])
 
     assert status == 0
     report = capsys.readouterr().out
-    for mode in ("keyword", "dense", "hybrid"):
-        assert f"recall, {mode}: {questions} questions, {questions} scored" in report
-        run = (tmp_path / f"run.{mode}.jsonl").read_text().splitlines()
+    runs = {"jin keyword": "keyword", "jin dense": "dense", "jin hybrid": "hybrid",
+            "bm25": "bm25", "cosine": "cosine", "rrf(bm25,cosine)": "rrf",
+            "jin hybrid -recency": "hybrid-recency", "jin hybrid -dedupe": "hybrid-dedupe"}
+    for name, file in runs.items():
+        assert f"recall, {name}: {questions} questions, {questions} scored" in report
+        run = (tmp_path / f"run.{file}.jsonl").read_text().splitlines()
         assert len(run) == questions and all(json.loads(line)["results"] for line in run)
+    table = report.split("recall, all runs:")[1].splitlines()
+    assert [line.split("  ")[0].strip() for line in table[3:3 + len(runs)]] == [
+        "bm25", "cosine", "rrf(bm25,cosine)", "jin keyword", "jin dense", "jin hybrid",
+        "jin hybrid -recency", "jin hybrid -dedupe"]
     assert asyncio.run(_count_chats(database_url)) == 0
+
+
+def test_bench_recall_refuses_an_unknown_layer_and_names_the_known_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit:
+        jin(["bench", "recall", "--dataset", str(tmp_path / "d.jsonl"), "--ablate", "recency,x"])
+    assert exit.value.code == 2
+    error = capsys.readouterr().err
+    assert "unknown recall layer: x (known: recency, weights, dedupe" in error

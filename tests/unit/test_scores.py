@@ -13,6 +13,7 @@ from memory.evaluation.scores import (
     QuestionRun,
     aggregate,
     format_report,
+    format_table,
     load_run,
     ndcg_at,
     percentile,
@@ -203,3 +204,14 @@ def test_load_run_names_the_bad_line(tmp_path: Path) -> None:
                                                 {"question_id": "q2"}])
     with pytest.raises(ValueError, match="line 2: expected question_id"):
         load_run(path)
+
+
+def test_the_table_puts_every_run_on_one_line_with_its_mean_fence_size() -> None:
+    hit = QuestionRun("q1", ("a", "x"), frozenset({"a"}), 0.01)
+    miss = QuestionRun("q2", ("y",), frozenset({"b"}), 0.01)
+    table = format_table([("bm25", aggregate([hit, miss], 1.0)),
+                          ("jin hybrid -recency", aggregate([hit, hit], 1.0))])
+    lines = table.splitlines()
+    assert lines[2].split() == ["run", "R@5", "R@10", "R@20", "NDCG@10", "items"]
+    assert lines[3].split() == ["bm25", "0.500", "0.500", "0.500", "0.500", "1.5"]
+    assert lines[4].split()[-5:] == ["1.000", "1.000", "1.000", "1.000", "2.0"]
