@@ -187,8 +187,12 @@ UNION ALL
 SELECT 'user', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        COALESCE((SELECT ann FROM recall_owners WHERE {_OWNER}), false)"""
 
-# How many rows the user has, for the rarity of a term: as counted (memory/hnsw_membership.py).
-_OWNED = "COALESCE((SELECT {what} FROM recall_owners WHERE " + _OWNER + "), 0)"
+# How many rows the user has, for the rarity of a term: a user in the HNSW indexes, as counted
+# (memory/hnsw_membership.py); any other, counted here, by the owner index (fewer than
+# `ann_from` rows, or new).
+def _owned(what: str, table: str) -> str:
+    return (f"CASE WHEN {_USER_INDEXED} THEN (SELECT {what} FROM recall_owners WHERE {_OWNER}) "
+            f"ELSE (SELECT count(*) FROM {table} WHERE {_OWNER}) END")
 
 
 def _candidates(**parts: str) -> str:
@@ -200,8 +204,8 @@ def _candidates(**parts: str) -> str:
 
 _FOR_ANY_USER = text(_candidates(rows="", dense=_DENSE_SPLIT, keyword=_KEYWORD,
                                  dense_facts=_DENSE_FACTS_SPLIT, keyword_facts=_KEYWORD_FACTS,
-                                 facts="memories", docs=_OWNED.format(what="messages"),
-                                 fact_docs=_OWNED.format(what="facts")))
+                                 facts="memories", docs=_owned("messages", "message_embeddings"),
+                                 fact_docs=_owned("facts", "memories")))
 # `_FOR_ANY_USER` must be planned for its user: how many rows the user owns decides between the
 # HNSW index (a large owner) and the owner index with an exact scan (a small one). The generic
 # plan that connections make of their statements (db/engine.py) is one plan for every user: an

@@ -264,3 +264,67 @@ async def test_a_forgotten_or_superseded_fact_is_never_recalled_in_either_form(
             assert "Bo's locker code is 4417" not in texts, (form, mode)
             assert "Bo's bike is a red Cervelo." not in texts, (form, mode)
             assert "Bo's bike is a red Cervelo!" in texts, (form, mode)
+
+
+async def test_keyword_scores_are_bm25_over_the_users_rows_in_either_form(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    from memory.evaluation.baselines import bm25_scores
+
+    # Every row holds a word of the query, so the matching rows are all of the user's rows and
+    # their average length is the corpus's: the scores must be BM25's, to rounding. Not indexed:
+    # the rows are found by their full text alone (read-your-writes, migration 0011).
+    docs = ["The garden shed needs a new roof before winter",
+            "Garden tomatoes, garden beans, garden peas: the garden is full",
+            "Booked a plumber for the roof leak on Monday",
+            "A very long note about the weekend: we walked the dog, cooked, read, slept in, "
+            "visited friends, and finally fixed the roof of the old garden shed",
+            "The dog chewed the shed door"]
+    await import_chat(engine, "t", "kim", docs)
+    query = "garden roof shed"
+    async with engine.connect() as conn:
+        def lexemes(rows: list[tuple[str, list[int] | None]]) -> list[str]:
+            return [lex for lex, at in rows for _ in range(len(at or [1]))]
+
+        corpus = [lexemes([tuple(r) for r in (await conn.execute(text(
+            "SELECT lexeme, positions FROM unnest(to_tsvector('jin_search', :t))"),
+            {"t": d})).all()]) for d in docs]
+        words = lexemes([tuple(r) for r in (await conn.execute(text(
+            "SELECT lexeme, positions FROM unnest(to_tsvector('jin_search', :t))"),
+            {"t": query})).all()])
+    expected = dict(zip(docs, bm25_scores(words, corpus), strict=True))
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
+    for form in ("for any user", "known to be small"):  # the first answer tells it kim is small
+        found = await recall.search("t", "kim", query, mode="keyword", limit=10)
+        got = {i.text: i.scores["keyword"] for i in found.items}
+        assert set(got) == set(docs), form
+        for doc, score in got.items():
+            assert score == pytest.approx(expected[doc], abs=1e-3), (form, doc)
+        by_rank = sorted(found.items, key=lambda i: i.scores["keyword_rank"] or 0)
+        assert [i.text for i in by_rank] == sorted(docs, key=lambda d: -expected[d])
+        assert [i.scores["keyword_rank"] for i in by_rank] == [1, 2, 3, 4, 5]
+
+
+async def test_keyword_search_finds_russian_and_ukrainian_inflected_forms(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    # Each row names a place or thing in one case; each query asks in another.
+    rows = {
+        "Ми жили у Львові два роки": ["Львів", "Львова", "Львовом"],
+        "Переїхали до Києва навесні": ["Київ", "Києві", "Києвом"],
+        "Квартира в Одесі біля моря": ["Одеса", "Одеси", "Одесу"],
+        "Мій брат працює в Харкові": ["Харків", "Харкова"],
+        "Бабуся пече пиріжки з вишнями": ["вишня", "вишні", "вишнею"],
+        "Моя сестра живёт в Казани": ["Казань", "Казанью"],
+        "Купили дачу под Москвой": ["Москва", "Москвы", "Москве"],
+        "Он подарил ей книгу о кошках": ["кошка", "кошки", "кошкой", "книги"],
+    }
+    await import_chat(engine, "t", "lev", list(rows))
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
+    missed = []
+    for row, forms in rows.items():
+        for form in forms:
+            found = await recall.search("t", "lev", form, mode="keyword", limit=3)
+            if not found.items or found.items[0].text != row:
+                missed.append((form, [i.text for i in found.items]))
+    assert not missed
