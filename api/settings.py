@@ -87,6 +87,7 @@ class Settings(BaseSettings):
     recall_freshness_days: float | None = Field(default=None, ge=0)
     recall_half_life_days: float | None = Field(default=None, ge=0)
     recall_recency_floor: float | None = Field(default=None, ge=0, le=1)
+    recall_focus_floor: float | None = Field(default=None, ge=0, le=1)
     recall_fact_weight: float | None = Field(default=None, ge=0)
     recall_assistant_weight: float | None = Field(default=None, ge=0)
     recall_duplicate_overlap: float | None = Field(default=None, gt=0, le=1)

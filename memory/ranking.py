@@ -46,6 +46,9 @@ class RecallConfig:
     freshness_days: float = 14.0  # no decay inside this window
     half_life_days: float = 90.0  # then the recency factor halves every half-life...
     recency_floor: float = 0.35  # ...down to this floor, so an old fact still counts
+    # A question that names a moment ("in May", "two weeks ago": memory/time_focus.py) measures
+    # recency from that moment, decaying to this floor (or the one above, if lower).
+    focus_floor: float = 0.5
     fact_weight: float = 1.3  # a durable fact outranks a message of the same relevance
     assistant_weight: float = 0.8  # what the user said is better evidence than the answers
     duplicate_overlap: float = 0.9  # share of words two items have in common to be one
@@ -125,9 +128,10 @@ def rrf(rank: int | None, k: int) -> float:
 
 
 def recency(created_at: datetime, now: datetime, config: RecallConfig) -> float:
-    """1 inside the freshness window; then exponential decay with the half-life, to a floor.
-    Items from after `now` (a question asked about the past) count as fresh."""
-    age_days = (now - created_at).total_seconds() / 86400
+    """1 inside the freshness window around `now`; then exponential decay with the half-life, to
+    a floor. `now` is the moment the question asks about (memory/time_focus.py), so an item from
+    after it is as far from it as one from before."""
+    age_days = abs((now - created_at).total_seconds()) / 86400
     over = max(age_days - config.freshness_days, 0.0)
     decay = 0.5 ** (over / config.half_life_days) if config.half_life_days > 0 else 0.0
     return config.recency_floor + (1 - config.recency_floor) * decay

@@ -33,6 +33,7 @@ from memory.ranking import (
     keyword_query,
     rank,
 )
+from memory.time_focus import time_focus
 
 _OWNER = "tenant_id = :t AND user_id = :u"
 # What the window shows is never recalled: a few rows by id (the first exchange, the new
@@ -96,7 +97,7 @@ SCORE = """(((CASE WHEN dense_rank IS NULL THEN 0
             ELSE CAST(:w_keyword AS float8) * (1::float8 / (:rrf_k + keyword_rank)) END))
       * (CAST(:floor AS float8) + (1 - CAST(:floor AS float8))
          * CASE WHEN CAST(:half_life AS float8) > 0 THEN power(0.5::float8, greatest(
-             date_part('epoch', CAST(:now AS timestamptz) - created_at) / 86400
+             abs(date_part('epoch', CAST(:now AS timestamptz) - created_at)) / 86400
              - CAST(:fresh AS float8), 0) / CAST(:half_life AS float8)) ELSE 0 END)
       * (CASE WHEN source = 'fact' THEN CAST(:w_fact AS float8)
               WHEN role = 'assistant' THEN CAST(:w_assistant AS float8) ELSE 1 END
@@ -328,7 +329,7 @@ class PostgresRecall:
             if vector is None:  # not asked for, or asked under another mode
                 vector = await self._embed(text)
         embedded = time.perf_counter()
-        now = query.now or datetime.now(UTC)
+        now, cfg = focused(text, query.now or datetime.now(UTC), cfg)
         candidates = await self.candidates(
             query.tenant_id, query.user_id, text, vector, list(query.exclude), cfg, query.hide,
             query.shown_from, now=now,
@@ -391,6 +392,18 @@ class PostgresRecall:
             if len(self._small) >= _MAX_KNOWN_SMALL:
                 self._small.clear()
             self._small.add(owner)
+
+
+def focused(question: str, now: datetime, cfg: RecallConfig) -> tuple[datetime, RecallConfig]:
+    """Where recency is measured from, and how: from the moment the question names, if it names
+    one (memory/time_focus.py); with no recency for a question about the first time."""
+    focus = time_focus(question, now)
+    if focus is None:
+        return now, cfg
+    if focus.earliest or focus.at is None:
+        return now, replace(cfg, recency_floor=1.0)
+    return focus.at, replace(cfg, freshness_days=max(cfg.freshness_days, focus.span_days),
+                             recency_floor=min(cfg.recency_floor, cfg.focus_floor))
 
 
 # The ranking keeps at most `max_items` of the candidates, walking them best first; it passes

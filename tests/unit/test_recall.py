@@ -62,9 +62,10 @@ def test_mode_switches_a_component_off() -> None:
 def test_recency_is_flat_in_the_freshness_window_then_halves_to_a_floor() -> None:
     cfg = RecallConfig(freshness_days=7, half_life_days=30, recency_floor=0.2)
     assert recency(NOW - timedelta(days=6), NOW, cfg) == 1.0
-    assert recency(NOW + timedelta(days=3), NOW, cfg) == 1.0  # after `now`: fresh
+    # `now` is the moment asked about: an item after it is as far as one before.
     half = recency(NOW - timedelta(days=37), NOW, cfg)
     assert abs(half - (0.2 + 0.8 * 0.5)) < 1e-9
+    assert recency(NOW + timedelta(days=37), NOW, cfg) == half
     assert abs(recency(NOW - timedelta(days=5000), NOW, cfg) - 0.2) < 1e-6
 
 
