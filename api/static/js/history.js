@@ -81,6 +81,9 @@ export class History {
     this.rows.set(row.id, row);
     const node = rowElement(row, () => this.onRetry(row));
     const existing = this.log.querySelector(`[data-id="${CSS.escape(row.id)}"]`);
+    // A streamed error says more (its code, the provider's words) than the stored row.
+    const streamed = existing?.dataset.live !== undefined && existing.querySelector(".error");
+    if (streamed) node.querySelector(".error")?.replaceWith(streamed);
     if (existing) existing.replaceWith(node);
     else this.log.insertBefore(node, this.successor(row.position));
     if (this.last === null || row.position > this.last) this.last = row.position;
