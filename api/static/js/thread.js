@@ -166,7 +166,8 @@ export class MessageView {
     this.body.querySelector(".note")?.remove();
     const parts = [STATUS_NOTE[status]];
     if (usage?.completion_tokens !== undefined && this.node.classList.contains("assistant")) {
-      parts.push(`${formatNumber(usage.completion_tokens)} tokens`);
+      const n = usage.completion_tokens;
+      parts.push(`${formatNumber(n)} ${n === 1 ? "token" : "tokens"}`);
     }
     const note = parts.filter(Boolean).join(" · ");
     if (note) this.body.append(h("div", { class: "note" }, note));
