@@ -43,7 +43,7 @@ export class ChatList {
   select(id) {
     this.current = id;
     this.draw();
-    this.onSelect(this.find(id) || null);
+    return this.onSelect(this.find(id) || null);
   }
 
   async create(title = "") {

@@ -12,10 +12,16 @@ async function needsKey(api) {
   }
 }
 
-export async function setupIfNeeded(api, store) {
-  const keyed = await needsKey(api).catch(() => false);
-  if (store.user && !keyed) return;
-  await openSetup(api, store, keyed ? "This jin needs an API key." : "");
+// Ask only when needed: no user id kept yet, or the chat list answered 401 (keys exist).
+export async function setupIfNeeded(api, store, load) {
+  if (!store.user) await openSetup(api, store);
+  try {
+    return await load();
+  } catch (err) {
+    if (err.status !== 401) throw err;
+  }
+  await openSetup(api, store, store.key ? "This key was refused." : "This jin needs an API key.");
+  return load();
 }
 
 export function openSetup(api, store, message = "") {

@@ -4,7 +4,7 @@ import { h, formatNumber } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 
 // What the page measured, for bench/page.py and the tests: chunks seen, frames drawn, time.
-export const stats = { chunks: 0, renders: 0, renderMs: 0 };
+export const stats = { chunks: 0, chars: 0, renders: 0, renderMs: 0 };
 
 const WHO = { user: "you", assistant: "jin", tool: "tool", system: "system" };
 const STATUS_NOTE = {
@@ -88,6 +88,7 @@ export class MessageView {
 
   addChunk(chunk) {
     this.text += chunk;
+    stats.chars += chunk.length;
     this.schedule();
   }
 
