@@ -13,7 +13,6 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 ASSETS = "/ui"
-STATIC = files("api") / "static"
 POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; "
@@ -23,12 +22,13 @@ POLICY = (
 
 def install(app: FastAPI) -> None:
     """Serve the page at `/` and its scripts and styles under /ui/."""
-    app.mount(ASSETS, StaticFiles(directory=str(STATIC)), name="page-assets")
+    static = files("api") / "static"  # where the package is installed, not the working directory
+    app.mount(ASSETS, StaticFiles(directory=str(static)), name="page-assets")
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(
-            str(STATIC / "index.html"), media_type="text/html",
+            str(static / "index.html"), media_type="text/html",
             headers={"Content-Security-Policy": POLICY, "Cache-Control": "no-cache",
                      "X-Content-Type-Options": "nosniff"},
         )

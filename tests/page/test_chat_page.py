@@ -57,8 +57,8 @@ async def test_escape_stops_a_slow_answer_and_the_stopped_part_is_kept(
     async with httpx.AsyncClient(base_url=jin) as client:
         chat = (await client.get("/v1/chats", params={"user_id": "u1"})).json()["chats"][0]
         rows = (await client.get(f"/v1/chats/{chat['id']}/messages")).json()["messages"]
-    assert rows[-1]["status"] == "interrupted"
-    assert rows[-1]["content"].strip() == shown.strip()  # the page shows what was kept
+    assert rows[-1]["status"] == "interrupted", rows
+    assert rows[-1]["content"].strip() == shown.strip(), rows  # the page shows what was kept
     # The chat works on: the next message gets its answer.
     model.push(Reply(["still here"]))
     await _send(page, "Are you there?")
