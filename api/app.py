@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import docs, problems
+from api import docs, page, problems
 from api.access import Access, RateLimiter, is_loopback
 from api.app_banner import EMBEDDED_BANNER, OPEN_BANNER
 from api.edge import Edge, declare_keys
@@ -339,6 +339,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     # The reference pages are api/docs.py's, with their assets served here (no CDN).
     app = FastAPI(title="jin", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     docs.install(app)
+    page.install(app)  # the web page at /, api/page.py
     app.state.settings = settings
     app.state.metrics = meter
     # Outermost last: timing, then the edge (ids, key, limits), then the body limit.

@@ -32,6 +32,8 @@ PUBLIC = frozenset({"/healthz", "/readyz"})
 # The API's reference pages and what they load: a browser sends no key, and they show no data.
 _REFERENCE = frozenset({"/docs", "/redoc", "/openapi.json"})
 _REFERENCE_ASSETS = "/docs/assets/"
+# The web page and its files: the page asks for the key itself, and holds no data.
+_PAGE, _PAGE_ASSETS = "/", "/ui/"
 ADMIN = frozenset({"/metrics", "/v1/status"})
 _CHAT = re.compile(r"^/v1/chats/([0-9a-fA-F-]{36})(?:/|$)")
 _STEP = re.compile(r"^/v1/chats/[^/]+/messages/?$")
@@ -95,7 +97,8 @@ class Edge:
     async def _refusal(self, scope: Scope, headers: dict[bytes, bytes], path: str,
                        is_step: bool) -> JSONResponse | None:
         """The answer that turns the request away, or None to let it in."""
-        if path in PUBLIC or path in _REFERENCE or path.startswith(_REFERENCE_ASSETS):
+        if (path in PUBLIC or path in _REFERENCE or path.startswith(_REFERENCE_ASSETS)
+                or path == _PAGE or path.startswith(_PAGE_ASSETS)):
             return None
         access: Access = scope["app"].state.access
         raw = headers.get(b"authorization")

@@ -1,0 +1,184 @@
+// The rows of a chat as the page shows them: messages, summary and "start over" lines, the
+// memory actions of an answer, and the answer that is streaming now.
+import { h, formatNumber } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+
+// What the page measured, for bench/page.py and the tests: chunks seen, frames drawn, time.
+export const stats = { chunks: 0, chars: 0, renders: 0, renderMs: 0 };
+
+const WHO = { user: "you", assistant: "jin", tool: "tool", system: "system" };
+const STATUS_NOTE = {
+  interrupted: "stopped",
+  failed: "failed",
+  streaming: "still running, or cut off",
+};
+
+export function rowElement(row, onRetry) {
+  if (row.kind === "summary") return summaryLine(row);
+  if (row.kind === "marker") return h("div", { class: "line marker", dataset: ids(row) },
+    row.content || "marker");
+  const node = messageShell(row.kind, ids(row));
+  const view = new MessageView(node);
+  view.fill(row, onRetry);
+  return node;
+}
+
+function ids(row) {
+  return { id: row.id, position: String(row.position), kind: row.kind };
+}
+
+export function summaryLine(row) {
+  const meta = row.meta || {};
+  const reset = Boolean(meta.reset);
+  const label = reset
+    ? "started over here: the model sees nothing above this line"
+    : `earlier conversation summarised: ${formatNumber(meta.messages ?? 0)} messages`;
+  const body = reset
+    ? h("p", { class: "quiet" }, "An empty summary: nothing before this line reaches the model.")
+    : h("div", { class: "md" }, renderMarkdown(row.content));
+  const facts = reset ? null : summaryFacts(meta, row);
+  return h("details", { class: `line ${reset ? "reset" : "summary"}`, dataset: ids(row) },
+    h("summary", {}, label), body, facts);
+}
+
+function summaryFacts(meta, row) {
+  const v = meta.verification || {};
+  const parts = [
+    meta.covers && `covers positions ${meta.covers[0]}–${meta.covers[1]}`,
+    `${formatNumber(row.token_count)} tokens`,
+    meta.helper_model ? `by ${meta.helper_model}` : meta.fallback ? "extractive (helper down)" : null,
+    v.coverage !== undefined && `verified coverage ${(v.coverage * 100).toFixed(0)}%`,
+  ];
+  return h("p", { class: "quiet" }, parts.filter(Boolean).join(" · "));
+}
+
+function messageShell(kind, dataset) {
+  return h("article", { class: `msg ${kind}`, dataset },
+    h("div", { class: "who" }, WHO[kind] || kind),
+    h("div", { class: "body" }));
+}
+
+// One message's element, filled from a stored row or chunk by chunk from a stream.
+export class MessageView {
+  constructor(node) {
+    this.node = node;
+    this.body = node.querySelector(".body");
+    this.text = "";
+    this.reasoning = "";
+    this.pending = false;
+  }
+
+  static create(kind) {
+    return new MessageView(messageShell(kind, { kind, live: "" }));
+  }
+
+  fill(row, onRetry) {
+    this.text = row.content;
+    this.reasoning = row.reasoning || "";
+    for (const action of row.meta?.actions || []) this.action(action);
+    this.draw();
+    if (row.status === "failed") this.error("failed", "the answer failed", onRetry);
+    this.end(row.status, row.usage);
+  }
+
+  addThinking(chunk) {
+    this.reasoning += chunk;
+    this.schedule();
+  }
+
+  addChunk(chunk) {
+    this.text += chunk;
+    stats.chars += chunk.length;
+    this.schedule();
+  }
+
+  // Chunks arrive faster than frames: draw at most once a frame, from all the text so far.
+  schedule() {
+    stats.chunks++;
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.draw();
+    });
+  }
+
+  draw() {
+    const started = performance.now();
+    const stick = atBottom(this.node.parentElement);
+    if (this.reasoning) this.reasoningBlock().querySelector(".reasoning-text").textContent =
+      this.reasoning;
+    if (this.text || this.body.querySelector(".content")) {
+      this.contentBlock().replaceChildren(renderMarkdown(this.text));
+      const thinking = this.body.querySelector("details.reasoning[data-live]");
+      if (thinking) { thinking.open = false; delete thinking.dataset.live; }
+    }
+    if (stick) toBottom(this.node.parentElement);
+    stats.renders++;
+    stats.renderMs += performance.now() - started;
+  }
+
+  reasoningBlock() {
+    let block = this.body.querySelector(".reasoning");
+    if (!block) {
+      const live = this.node.dataset.live !== undefined && !this.text;
+      block = h("details", { class: "reasoning", open: live, dataset: live ? { live: "" } : {} },
+        h("summary", {}, "reasoning"), h("div", { class: "reasoning-text" }));
+      this.body.prepend(block);
+    }
+    return block;
+  }
+
+  contentBlock() {
+    let block = this.body.querySelector(".content");
+    if (!block) {
+      block = h("div", { class: "content md" });
+      const errorLine = this.body.querySelector(".error");
+      this.body.insertBefore(block, errorLine || this.body.querySelector(".note"));
+    }
+    return block;
+  }
+
+  action(data) {
+    const verb = { remember: "remembered", forget: "forgot" }[data.action] || data.action;
+    const line = h("div", { class: "action", title: data.id || "" },
+      h("span", { class: "verb" }, verb), " ", data.text || data.id || "",
+      h("span", { class: "quiet" }, ` · ${data.status}${data.error ? `: ${data.error}` : ""}`));
+    let list = this.body.querySelector(".actions");
+    if (!list) {
+      list = h("div", { class: "actions" });
+      this.body.insertBefore(list, this.body.querySelector(".content, .error, .note"));
+    }
+    list.append(line);
+  }
+
+  error(code, text, onRetry) {
+    this.body.querySelector(".error")?.remove();
+    const retry = onRetry && h("button", { class: "retry", type: "button", onclick: onRetry },
+      "retry");
+    this.body.insertBefore(
+      h("div", { class: "error", role: "alert" }, h("code", {}, code), " ", text, " ", retry),
+      this.body.querySelector(".note"));
+  }
+
+  end(status, usage) {
+    this.draw();
+    this.node.dataset.status = status || "";
+    this.body.querySelector(".note")?.remove();
+    const parts = [STATUS_NOTE[status]];
+    if (usage?.completion_tokens !== undefined && this.node.classList.contains("assistant")) {
+      const n = usage.completion_tokens;
+      parts.push(`${formatNumber(n)} ${n === 1 ? "token" : "tokens"}`);
+    }
+    const note = parts.filter(Boolean).join(" · ");
+    if (note) this.body.append(h("div", { class: "note" }, note));
+  }
+}
+
+export function atBottom(scroller) {
+  return !scroller || scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 48;
+}
+
+export function toBottom(scroller) {
+  if (scroller) scroller.scrollTop = scroller.scrollHeight;
+}
