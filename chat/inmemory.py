@@ -182,9 +182,11 @@ class InMemoryChatStore:
             return None
         written = []
         for row in rows:
-            kind: MessageKind = "assistant" if row.kind == "assistant" else "user"
+            kind: MessageKind = (row.kind if row.kind in ("assistant", "tool", "system")
+                                 else "user")  # type: ignore[assignment]
             message = self._row(chat_id, self._next_position(chat_id), kind, row.content,
-                                "complete", row.token_count, created_at=row.created_at)
+                                "complete", row.token_count, created_at=row.created_at,
+                                meta=dict(row.meta))
             written.append(message.id)
         return written
 

@@ -192,15 +192,19 @@ def _drop(task: asyncio.Task[Any] | None) -> None:
         task.cancel()
 
 
-async def reset_chat(deps: StepDeps, tenant_id: str, chat_id: uuid.UUID) -> Message:
-    """Write the "start over" line, under the chat's lease like a step (same busy policy)."""
+async def reset_chat(
+    deps: StepDeps, tenant_id: str, chat_id: uuid.UUID, why: dict[str, Any] | None = None
+) -> Message:
+    """Write the "start over" line, under the chat's lease like a step (same busy policy);
+    `why` is kept in the line's meta."""
     holder = uuid.uuid4()
     chat = await follow_policy(
         deps.steps, deps.config.queue_wait, tenant_id, chat_id, None,
         lambda: deps.steps.hold(tenant_id, chat_id, holder, deps.config.lease_ttl),
     )
     try:
-        row = await deps.chats.append_summary(tenant_id, chat.id, "", {"reset": True})
+        row = await deps.chats.append_summary(tenant_id, chat.id, "",
+                                              {"reset": True, **(why or {})})
     finally:
         await asyncio.shield(deps.steps.release(chat.id, holder))
     if row is None:
