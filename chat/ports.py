@@ -71,6 +71,10 @@ class OpenStep:
     # lease.
     window_budget: int
     one_statement: bool = True  # may open in one statement (chat/one_statement_open.py) when it can
+    # The step's new message: the user's, or a client tool's result (OpenAI-compatible route)
+    # with its `tool_call_id` in meta.
+    kind: Literal["user", "tool"] = "user"
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

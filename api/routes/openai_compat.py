@@ -48,7 +48,7 @@ from api.routes.messages import (
 )
 from chat.ports import ImportedMessage, NewChat, Transcript, TranscriptStore
 from chat.types import ModelSettings
-from orchestrator.answer import AbortSignal
+from orchestrator.answer import AbortSignal, ClientTools
 from orchestrator.step import Started, StepRequest, reset_chat, run_step, start_step
 
 DEFAULT_USER = "default"  # the memory's user when a request names none
@@ -118,8 +118,6 @@ async def chat_completions(
         history = "reset"
         await reset_chat(deps, tenant, chat.id, {"reason": "client_history_changed"})
     earlier, last = new[:-1], new[-1]
-    if last.role != "user":
-        raise Problem(400, "invalid_messages", "tool results need the tools step (not yet)")
     if earlier:
         now = datetime.now(UTC)
         rows = [ImportedMessage(t.role, t.content, deps.counter.count(t.content), now, t.meta())
@@ -127,8 +125,10 @@ async def chat_completions(
         if await deps.chats.import_messages(tenant, chat.id, rows) is None:
             raise Problem(409, "chat_busy", "a step runs on this chat; retry when it ends")
 
+    tools = ClientTools(body.tools, body.tool_choice) if body.tools else None
     started = await start_step(deps, StepRequest(
-        tenant, chat.id, last.content, None, getattr(request.state, "received_at", None)))
+        tenant, chat.id, last.content, None, getattr(request.state, "received_at", None),
+        kind="tool" if last.role == "tool" else "user", meta=last.meta(), client_tools=tools))
     assert isinstance(started, Started)  # (no idempotency key: never a replay)
     step_id = started.begun.step_id
     headers = {"X-Jin-Chat-Id": str(chat.id), "X-Jin-History": history}

@@ -209,3 +209,73 @@ async def test_errors_are_openai_error_objects(jin_oai: Jin, model: FakeOpenAISe
             model="jin", messages=[{"role": "user", "content": "x"}])
     assert failed.value.status_code == 502 and failed.value.code == "provider_error"
     await asyncio.sleep(0)
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+async def test_client_tools_round_trip_and_jins_memory_tools_stay_internal(
+    jin_oai: Jin, model: FakeOpenAIServer
+) -> None:
+    ask = [{"role": "user", "content": "Weather in Kyiv? Remember I live there."}]
+    # The brain first saves a fact with jin's own tool, then calls the client's.
+    model.push(Reply(tool_calls=[{"name": "remember", "id": "call_mem",
+                                  "arguments": {"text": "The user lives in Kyiv."}}]),
+               Reply(tool_calls=[{"name": "get_weather", "id": "call_w",
+                                  "arguments": {"city": "Kyiv"}}]))
+    stream = await jin_oai.sdk.chat.completions.create(
+        model="jin", messages=ask, tools=[WEATHER], stream=True)  # type: ignore[arg-type]
+    calls: dict[int, dict[str, str]] = {}
+    finish = None
+    async for chunk in stream:
+        for choice in chunk.choices:
+            finish = choice.finish_reason or finish
+            for call in choice.delta.tool_calls or []:
+                entry = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                entry["id"] += call.id or ""
+                entry["name"] += call.function.name or "" if call.function else ""
+                entry["arguments"] += call.function.arguments or "" if call.function else ""
+    assert finish == "tool_calls"
+    assert list(calls.values()) == [
+        {"id": "call_w", "name": "get_weather", "arguments": '{"city": "Kyiv"}'}]
+    # The brain was offered both; the client saw only its own tool called.
+    offered = [t["function"]["name"] for t in model.requests[0]["tools"]]
+    assert offered == ["remember", "forget", "get_weather"]
+    facts = (await jin_oai.http.get("/v1/memories", params={"user_id": "default"})).json()
+    assert [f["text"] for f in facts["items"]] == ["The user lives in Kyiv."]
+
+    # The client runs its tool and sends the result with the whole history.
+    model.push(Reply(["12 degrees and sunny"]))
+    call = {"id": "call_w", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Kyiv"}'}}
+    history = [*ask, {"role": "assistant", "content": None, "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": "call_w", "content": "12C, sunny"}]
+    completion, headers = await _create(jin_oai, history, tools=[WEATHER])
+    assert completion.choices[0].message.content == "12 degrees and sunny"
+    assert headers["x-jin-history"] == "appended"
+    # The brain read the call and its result next to each other: nothing (no recalled memory)
+    # between them, as model servers require.
+    sent = model.requests[-1]["messages"]
+    assert [m["role"] for m in sent[-3:]] == ["user", "assistant", "tool"]
+    assert sent[-2]["tool_calls"] == [call] and sent[-1]["tool_call_id"] == "call_w"
+    rows = (await jin_oai.http.get(f"/v1/chats/{headers['x-jin-chat-id']}/messages")).json()
+    assert [(m["kind"], m["content"]) for m in rows["messages"]] == [
+        ("user", ask[0]["content"]), ("assistant", ""), ("tool", "12C, sunny"),
+        ("assistant", "12 degrees and sunny")]
+    assert rows["messages"][1]["meta"]["tool_calls"] == [call]
+
+    # The next turn resends all of it: only the new question is stored, in order.
+    model.push(Reply(["Take sunglasses."]))
+    history += [{"role": "assistant", "content": "12 degrees and sunny"},
+                {"role": "user", "content": "What should I wear?"}]
+    _, headers = await _create(jin_oai, history, tools=[WEATHER])
+    assert headers["x-jin-history"] == "appended"
+    sent = model.requests[-1]["messages"]
+    assert [m["role"] for m in sent if m["role"] != "system"] == [
+        "user", "assistant", "tool", "assistant", "user"]
+    # Recalled memory (when the indexer was quick enough to find the fact) goes only right
+    # before the new question, after the whole tool sequence.
+    fences = [i for i, m in enumerate(sent) if m["content"].startswith("<memory-context>")]
+    assert fences in ([], [len(sent) - 2])
