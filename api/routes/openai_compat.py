@@ -12,9 +12,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from api.deps import RuntimeDep, TenantDep
@@ -54,6 +54,7 @@ from orchestrator.step import Started, StepRequest, reset_chat, run_step, start_
 DEFAULT_USER = "default"  # the memory's user when a request names none
 _SLACK = 16  # stored rows read beyond the client's count: unfinished answers it may not have
 _TITLE_CHARS = 80
+_NAME_CHARS = 200  # a user or chat name given in a header
 # A failed answer's HTTP status when nothing was streamed yet.
 _STATUS = {"answer_not_saved": 503, "database_unavailable": 503, "lease_lost": 409}
 
@@ -84,13 +85,15 @@ _COMPLETION = {"description": "A `chat.completion`; with `stream: true`, `chat.c
              responses={200: _COMPLETION, **_errors(400, 404, 409, 413)})
 async def chat_completions(
     body: ChatCompletionIn, request: Request, runtime: RuntimeDep, tenant: TenantDep,
-    x_jin_user_id: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
-    x_jin_chat_id: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
 ) -> StreamingResponse | StepJSON:
-    """Run a step of jin's memory for an OpenAI client: the chat is named by `X-Jin-Chat-Id`
-    or `metadata.chat_id`, else by the conversation's start; the user by `X-Jin-User-Id` or
-    `user`. Answers carry `X-Jin-Chat-Id` (the chat's id) and `X-Jin-History` (`new`,
-    `appended` or `reset`)."""
+    """Run a step of jin's memory for an OpenAI client: the chat is named by the
+    `X-Jin-Chat-Id` header or `metadata.chat_id`, else by the conversation's start; the user
+    by the `X-Jin-User-Id` header or `user`. Answers carry `X-Jin-Chat-Id` (the chat's id)
+    and `X-Jin-History` (`new`, `appended` or `reset`)."""
+    # (Headers read here, not declared as parameters: an app's OpenAI client sends them as
+    # extra headers, and the spec's fuzzing then keeps the key apart from them.)
+    x_jin_user_id = _header(request, "x-jin-user-id")
+    x_jin_chat_id = _header(request, "x-jin-chat-id")
     try:
         turns = turns_of([m.model_dump(exclude_none=True) for m in body.messages])
     except HistoryError as exc:
@@ -193,6 +196,13 @@ async def _transcript(
     if chat is None:
         raise Problem(404, "chat_not_found", f"chat {chat_id} is not this tenant's")
     return Transcript(chat, [], False)
+
+
+def _header(request: Request, name: str) -> str | None:
+    value = request.headers.get(name, "").strip()
+    if len(value) > _NAME_CHARS:
+        raise Problem(400, "invalid_header", f"{name} is over {_NAME_CHARS} characters")
+    return value or None
 
 
 def _uuid(value: str) -> uuid.UUID | None:

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.keys import KeyStore
 from llm.testing import FakeOpenAIServer, Reply
+from tests.api.test_memory import indexed
 
 SYSTEM = {"role": "system", "content": "You are terse."}
 
@@ -203,6 +204,15 @@ async def test_errors_are_openai_error_objects(jin_oai: Jin, model: FakeOpenAISe
     with pytest.raises(openai.AuthenticationError) as denied:
         await wrong_key.models.list()
     assert denied.value.code == "invalid_key"
+    with pytest.raises(openai.AuthenticationError) as denied:
+        await wrong_key.chat.completions.create(
+            model="jin", messages=[{"role": "user", "content": "x"}])
+    assert denied.value.code == "invalid_key"
+    async with httpx.AsyncClient(base_url=jin_oai.base) as anonymous:
+        response = await anonymous.post("/v1/chat/completions", json={
+            "model": "jin", "messages": [{"role": "user", "content": "x"}]})
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "missing_key"
     model.push(Reply(status=500))
     with pytest.raises(openai.InternalServerError) as failed:
         await jin_oai.sdk.chat.completions.create(
@@ -279,3 +289,70 @@ async def test_client_tools_round_trip_and_jins_memory_tools_stay_internal(
     # before the new question, after the whole tool sequence.
     fences = [i for i, m in enumerate(sent) if m["content"].startswith("<memory-context>")]
     assert fences in ([], [len(sent) - 2])
+
+
+async def test_a_second_chat_of_the_same_user_recalls_the_first(
+    jin_oai: Jin, model: FakeOpenAIServer, engine: AsyncEngine
+) -> None:
+    model.push(Reply(["Noted."]))
+    _, first = await _create(
+        jin_oai, [{"role": "user", "content": "My locker code at the north gym is LCK-4242"}],
+        user="ann")
+    await indexed(engine)
+    model.push(Reply(["It is LCK-4242."]))
+    completion, second = await _create(
+        jin_oai, [{"role": "user", "content": "what is my locker code at the north gym?"}],
+        user="ann")
+    assert second["x-jin-chat-id"] != first["x-jin-chat-id"]
+    assert completion.choices[0].message.content == "It is LCK-4242."
+    fence = next(m["content"] for m in model.requests[-1]["messages"]
+                 if m["content"].startswith("<memory-context>"))
+    assert "My locker code at the north gym is LCK-4242" in fence
+    # Another user of the same key recalls nothing of ann's.
+    model.push(Reply(["I do not know."]))
+    await _create(jin_oai, [{"role": "user", "content": "what is my locker code at the gym?"}],
+                  user="bob")
+    assert not any("LCK-4242" in m["content"] for m in model.requests[-1]["messages"])
+
+
+async def test_closing_the_stream_aborts_the_step_and_keeps_the_partial_answer(
+    jin_oai: Jin, model: FakeOpenAIServer
+) -> None:
+    model.push(Reply(["one ", "two ", "three ", "four ", "five"], chunk_delay=0.3))
+    raw = await jin_oai.sdk.chat.completions.with_raw_response.create(
+        model="jin", messages=[{"role": "user", "content": "count slowly"}], stream=True)
+    chat_id = raw.headers["x-jin-chat-id"]
+    stream = raw.parse()
+    async for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break  # the first words are in: the user presses stop
+    await stream.close()
+    for _ in range(100):
+        rows = (await jin_oai.http.get(f"/v1/chats/{chat_id}/messages")).json()["messages"]
+        if rows[-1]["status"] != "streaming":
+            break
+        await asyncio.sleep(0.05)
+    answer = rows[-1]
+    assert answer["status"] == "interrupted"
+    assert answer["content"].startswith("one ") and "five" not in answer["content"]
+
+
+async def test_langchain_openai_works_unchanged(jin_oai: Jin, model: FakeOpenAIServer) -> None:
+    """Another OpenAI client, not written here: LangChain's ChatOpenAI, pointed at jin."""
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(base_url=f"{jin_oai.base}/v1", api_key=jin_oai.key,  # type: ignore[arg-type]
+                     model="jin", max_retries=0,
+                     default_headers={"X-Jin-Chat-Id": "lc", "X-Jin-User-Id": "lc-user"})
+    model.push(Reply(["Hi, Ann."]), Reply(["Your ", "name is Ann."]))
+    first = await llm.ainvoke([("system", "Be brief."), ("human", "I am Ann.")])
+    assert first.content == "Hi, Ann."
+    parts = [chunk.content async for chunk in llm.astream(
+        [("system", "Be brief."), ("human", "I am Ann."), ("ai", "Hi, Ann."),
+         ("human", "What is my name?")])]
+    assert "".join(str(p) for p in parts) == "Your name is Ann."
+    chats = (await jin_oai.http.get("/v1/chats", params={"user_id": "lc-user"})).json()["chats"]
+    assert len(chats) == 1
+    rows = await _rows(jin_oai, chats[0]["id"])
+    assert [c for _, c in rows] == ["I am Ann.", "Hi, Ann.", "What is my name?",
+                                    "Your name is Ann."]
