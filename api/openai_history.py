@@ -57,43 +57,40 @@ def text_of(content: Any) -> str:
     if isinstance(content, list):
         texts = []
         for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text":
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise HistoryError(f"content parts of type {kind!r} are not supported; "
+            if part.type != "text":
+                raise HistoryError(f"content parts of type {part.type!r} are not supported; "
                                    "jin takes text")
-            texts.append(str(part.get("text", "")))
+            texts.append(part.text or "")
         return "".join(texts)
     raise HistoryError("content must be a string or a list of text parts")
 
 
-def turns_of(messages: Sequence[dict[str, Any]]) -> list[Turn]:
-    """The client's messages as turns (`developer` is a system message)."""
+def turns_of(messages: Sequence[Any]) -> list[Turn]:
+    """The client's messages (api/openai_wire.py's MessageIn, or anything with its attributes)
+    as turns (`developer` is a system message)."""
     turns = []
     for i, message in enumerate(messages):
-        role = _ROLES.get(str(message.get("role")))
+        role = _ROLES.get(str(message.role))
         if role is None:
-            raise HistoryError(f"messages[{i}]: unknown role {message.get('role')!r}")
+            raise HistoryError(f"messages[{i}]: unknown role {message.role!r}")
         try:
-            content = text_of(message.get("content"))
+            content = text_of(message.content)
         except HistoryError as exc:
             raise HistoryError(f"messages[{i}]: {exc}") from exc
-        calls = (message.get("tool_calls") or []) if role == "assistant" else []
-        if role == "tool" and not message.get("tool_call_id"):
-            raise HistoryError(f"messages[{i}]: a tool message needs its `tool_call_id`")
-        name = message.get("name")
-        turns.append(Turn(role, content, [_call(c) for c in calls],
-                          message.get("tool_call_id") if role == "tool" else None,
-                          name if isinstance(name, str) else None))
+        if role == "assistant" and message.tool_calls:
+            turns.append(Turn(role, content, [_call(c) for c in message.tool_calls]))
+        elif role == "tool":
+            if not message.tool_call_id:
+                raise HistoryError(f"messages[{i}]: a tool message needs its `tool_call_id`")
+            turns.append(Turn(role, content, tool_call_id=message.tool_call_id))
+        else:
+            turns.append(Turn(role, content, name=message.name or None))
     return turns
 
 
 def _call(call: Any) -> dict[str, Any]:
-    if not isinstance(call, dict):
-        raise HistoryError("a tool call must be an object")
-    function = call.get("function") or {}
-    return {"id": str(call.get("id", "")), "type": "function",
-            "function": {"name": str(function.get("name", "")),
-                         "arguments": str(function.get("arguments", ""))}}
+    return {"id": call.id, "type": "function",
+            "function": {"name": call.function.name, "arguments": call.function.arguments}}
 
 
 def split_system(turns: list[Turn]) -> tuple[str, list[Turn]]:

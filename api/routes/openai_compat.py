@@ -95,7 +95,7 @@ async def chat_completions(
     x_jin_user_id = _header(request, "x-jin-user-id")
     x_jin_chat_id = _header(request, "x-jin-chat-id")
     try:
-        turns = turns_of([m.model_dump(exclude_none=True) for m in body.messages])
+        turns = turns_of(body.messages)
     except HistoryError as exc:
         raise Problem(400, "invalid_messages", str(exc)) from exc
     system, conversation = split_system(turns)
