@@ -23,13 +23,15 @@ from api.edge import Edge, declare_keys
 from api.embedders import build_embedder, duplicate_cosine, embedder_server, served_dim
 from api.keys import KeyStore
 from api.metrics import Metrics
-from api.routes import chats, health, memories, messages, metrics
+from api.openai_errors import OpenAIErrors
+from api.routes import chats, health, memories, messages, metrics, openai_compat
 from api.runtime import Runtime
 from api.settings import Settings
 from chat.abort_channel import AbortListener
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.sweeper import sweep_forever
+from chat.transcript import PostgresTranscripts
 from chat.window_cache import WindowCache
 from db.engine import create_engine
 from llm.batching import BatchedQueries
@@ -300,6 +302,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             engine=engine, deps=deps,
             providers={"brain": brain, "helper": helper, "embedder": memory.provider},
             metrics=meter, memory_problem=memory.problem,
+            transcripts=PostgresTranscripts(engine),
         )
         app.state.runtime = runtime
         # What startup built (tokenizer tables, routes, models, pools) lives as long as the
@@ -348,6 +351,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         Edge, metrics=meter, max_steps=settings.max_concurrent_steps,
         limiter=RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst))
     app.add_middleware(_Timing)
+    app.add_middleware(OpenAIErrors)  # outermost: it sees the edge's refusals too
     problems.install(app)
     declare_keys(app)
     app.include_router(health.router)
@@ -355,6 +359,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     app.include_router(messages.router)
     app.include_router(memories.router)
     app.include_router(metrics.router)
+    app.include_router(openai_compat.router)
     return app
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import logs
 from api.metrics import Metrics
+from chat.ports import TranscriptStore
 from llm.types import ProviderConfig
 from orchestrator.answer import AbortSignal
 from orchestrator.events import MessageError, StepEvent
@@ -32,6 +33,7 @@ class Runtime:
     providers: dict[str, ProviderConfig | dict[str, Any]]
     metrics: Metrics = field(default_factory=Metrics)
     memory_problem: str | None = None  # why memory is off, when it is
+    transcripts: TranscriptStore | None = None  # for the OpenAI-compatible route
     running: dict[uuid.UUID, AbortSignal] = field(default_factory=dict)  # by step id
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 

@@ -182,9 +182,11 @@ class InMemoryChatStore:
             return None
         written = []
         for row in rows:
-            kind: MessageKind = "assistant" if row.kind == "assistant" else "user"
+            kind: MessageKind = (row.kind if row.kind in ("assistant", "tool", "system")
+                                 else "user")  # type: ignore[assignment]
             message = self._row(chat_id, self._next_position(chat_id), kind, row.content,
-                                "complete", row.token_count, created_at=row.created_at)
+                                "complete", row.token_count, created_at=row.created_at,
+                                meta=dict(row.meta))
             written.append(message.id)
         return written
 
@@ -229,9 +231,10 @@ class InMemoryStepStore:
                 return done
         window = await self.chats.load_window(chat, request.window_rows,
                                               request.window_budget)
-        user = self.chats._row(chat.id, self.chats._next_position(chat.id), "user",
+        user = self.chats._row(chat.id, self.chats._next_position(chat.id), request.kind,
                                request.content, "complete", request.token_count,
-                               step_id=request.step_id, key=request.idempotency_key)
+                               step_id=request.step_id, key=request.idempotency_key,
+                               meta=dict(request.meta))
         answer = self.chats._row(chat.id, user.position + POSITION_GAP, "assistant", "",
                                  "streaming", 0, step_id=request.step_id)
         self.state.steps[request.step_id] = StepRecord(

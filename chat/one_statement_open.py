@@ -26,7 +26,7 @@ from chat.row_mapping import CHAT_COLUMNS, chat_from_row
 from chat.store import WINDOW_CTES, WINDOW_NAMES, read_window, window_from_rows, window_union
 from chat.types import MAX_POSITION, MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message, Window
 from chat.window_cache import NOTHING_HELD, WindowCache, window_messages
-from db.statements import Connection, fetch
+from db.statements import Connection, fetch, json_text
 
 _CHAT_NAMES = [c.strip() for c in CHAT_COLUMNS.split(",")]
 _HEAD = [*(f"c_{c}" for c in _CHAT_NAMES), "begun", "last_position", "user_created_at"]
@@ -39,9 +39,9 @@ TURN_CTES = """st AS (
     SELECT :step, :chat, 'running', :user_id, :assistant_id, :key, :worker FROM pos
 ), um AS (
     INSERT INTO messages (id, chat_id, position, kind, content, status, token_count, step_id,
-                          idempotency_key, tokens_after)
-    SELECT :user_id, :chat, last_position - :gap, 'user', :content, 'complete', :tokens, :step,
-           :key, token_total
+                          idempotency_key, tokens_after, meta)
+    SELECT :user_id, :chat, last_position - :gap, :kind, :content, 'complete', :tokens, :step,
+           :key, token_total, CAST(:meta AS jsonb)
     FROM pos
     RETURNING created_at
 ), am AS (
@@ -93,7 +93,8 @@ async def open_at_once(
         "ttl": request.lease_ttl, "gap": POSITION_GAP, "key": request.idempotency_key,
         "cost": request.token_count + MESSAGE_OVERHEAD, "user_id": user_id,
         "assistant_id": assistant_id, "worker": request.worker, "content": request.content,
-        "tokens": request.token_count, "budget": budget, "limit": request.window_rows + 1,
+        "tokens": request.token_count, "kind": request.kind, "meta": json_text(request.meta),
+        "budget": budget, "limit": request.window_rows + 1,
         "before": MAX_POSITION, "held_first": first, "held_last": last,
     })
     head = next((row for row in rows if row["c_id"] is not None), None)
@@ -110,10 +111,10 @@ async def open_at_once(
             held.keep(chat.id, messages)
         window = window_from_rows(chat, messages, request.window_rows)
     user_message = Message(
-        id=user_id, chat_id=request.chat_id, position=position - POSITION_GAP, kind="user",
+        id=user_id, chat_id=request.chat_id, position=position - POSITION_GAP, kind=request.kind,
         content=request.content, status="complete", token_count=request.token_count,
         created_at=head["user_created_at"], step_id=request.step_id,
-        idempotency_key=request.idempotency_key,
+        idempotency_key=request.idempotency_key, meta=request.meta,
     )
     return chat, window, BegunStep(request.step_id, user_message, assistant_id, position)
 

@@ -7,7 +7,7 @@ seam, db/errors.py; retry later); no driver's error crosses a port.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -35,6 +35,8 @@ class ImportedMessage:
     content: str
     token_count: int
     created_at: datetime
+    # tool_calls, tool_call_id, name: what a tool call's rows need to reach a prompt again
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,10 @@ class OpenStep:
     # lease.
     window_budget: int
     one_statement: bool = True  # may open in one statement (chat/one_statement_open.py) when it can
+    # The step's new message: the user's, or a client tool's result (OpenAI-compatible route)
+    # with its `tool_call_id` in meta.
+    kind: Literal["user", "tool"] = "user"
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -219,4 +225,29 @@ class StepStore(Protocol):
 
     async def request_abort(self, tenant_id: str, chat_id: uuid.UUID) -> uuid.UUID | None:
         """Flag the chat's running step for abort; returns its id, or None if none runs."""
+        ...
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """The end of a chat's conversation as a client would resend it: its user, assistant, tool
+    and system rows since the last "start over" line, oldest first, any status."""
+
+    chat: Chat
+    rows: list[Message]
+    more_before: bool  # older rows of the conversation exist beyond `rows`
+
+
+class TranscriptStore(Protocol):
+    """Chats found by an id a client derives, and the end of their conversation: what the
+    OpenAI-compatible route compares a resent history with."""
+
+    async def read(self, tenant_id: str, chat_id: uuid.UUID, limit: int) -> Transcript | None:
+        """The chat and up to `limit` of its newest conversation rows; None when the chat does
+        not exist for this tenant."""
+        ...
+
+    async def ensure_chat(self, chat_id: uuid.UUID, new: NewChat) -> Chat | None:
+        """The chat `chat_id`, made from `new` when it does not exist yet (two callers make one
+        chat); None when that id is another tenant's."""
         ...

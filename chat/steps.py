@@ -360,12 +360,15 @@ async def _begin(conn: Connection, request: OpenStep) -> BegunStep:
                 "content": request.content,
                 "tokens": request.token_count,
                 "cost": request.token_count + MESSAGE_OVERHEAD,
+                "kind": request.kind,
+                "meta": json_text(request.meta),
             },
         )
     )[0]
     user_message = Message(
-        id=user_id, chat_id=request.chat_id, position=position - POSITION_GAP, kind="user",
+        id=user_id, chat_id=request.chat_id, position=position - POSITION_GAP, kind=request.kind,
         content=request.content, status="complete", token_count=request.token_count,
         created_at=created_at, step_id=request.step_id, idempotency_key=request.idempotency_key,
+        meta=request.meta,
     )
     return BegunStep(request.step_id, user_message, assistant_id, position)

@@ -36,13 +36,13 @@ WITH pos AS (
               token_total - CAST(:total AS bigint) AS base_total
 ), ins AS (
     INSERT INTO messages (id, chat_id, position, kind, content, status, token_count,
-                          tokens_after, created_at)
+                          tokens_after, created_at, meta)
     SELECT r.id, :chat, pos.base + r.i * :gap, r.kind, r.content, 'complete', r.tokens,
-           pos.base_total + r.after, r.created_at
+           pos.base_total + r.after, r.created_at, CAST(r.meta AS jsonb)
     FROM pos, unnest(CAST(:ids AS uuid[]), CAST(:kinds AS text[]), CAST(:contents AS text[]),
                      CAST(:tokens AS int[]), CAST(:created AS timestamptz[]),
-                     CAST(:after AS bigint[])) WITH ORDINALITY
-             AS r(id, kind, content, tokens, created_at, after, i)
+                     CAST(:after AS bigint[]), CAST(:metas AS text[])) WITH ORDINALITY
+             AS r(id, kind, content, tokens, created_at, after, meta, i)
     RETURNING id, kind
 ), q AS (
     INSERT INTO recall_queue (message_id)
@@ -360,6 +360,7 @@ class PostgresChatStore:
                 "total": after[-1], "ids": ids, "kinds": [r.kind for r in rows],
                 "contents": [r.content for r in rows], "tokens": [r.token_count for r in rows],
                 "created": [r.created_at for r in rows], "after": after,
+                "metas": [json_text(r.meta) for r in rows],
             })
         return ids if done and done[0][0] else None
 

@@ -35,7 +35,7 @@ class OpenAIChatModel:
             body["temperature"] = request.temperature
         if request.tools:
             body["tools"] = request.tools
-            body["tool_choice"] = "auto"
+            body["tool_choice"] = request.tool_choice or "auto"
         return body
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[Delta]:

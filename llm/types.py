@@ -60,6 +60,7 @@ class CompletionRequest:
     max_tokens: int | None = None
     temperature: float | None = None
     tools: list[dict[str, Any]] | None = None  # OpenAI `tools`: [{"type": "function", ...}]
+    tool_choice: str | dict[str, Any] | None = None  # OpenAI's; "auto" when tools are given
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from llm.types import (
 from memory.ports import FactStore
 from orchestrator.context import PromptPlan
 from orchestrator.events import (
+    ClientToolCalls,
     MessageChunk,
     RuntimeAction,
     StepEvent,
@@ -38,6 +39,18 @@ from orchestrator.tools import MEMORY_TOOLS, execute
 class Rounds:
     tools: bool  # offer remember/forget
     max_rounds: int  # model calls that may end in tool calls
+
+
+@dataclass(frozen=True)
+class ClientTools:
+    """The tools an OpenAI-compatible client offers the brain (OpenAI's `tools`, and its
+    `tool_choice`). A call of one of them ends the answer: the client runs it."""
+
+    tools: list[dict[str, Any]]
+    choice: str | dict[str, Any] | None = None
+
+    def names(self) -> set[str]:
+        return {str((t.get("function") or {}).get("name")) for t in self.tools}
 
 
 @dataclass
@@ -63,6 +76,7 @@ class Answer:
     usage: dict[str, Any] | None = None
     finished: bool = False  # the model sent its finish
     actions: list[RuntimeAction] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # the client's tools, called
     # perf_counter() stamps for time to first token: the model's first delta of text or
     # reasoning, and the first chunk handed on towards the client.
     first_delta_at: float | None = None
@@ -86,11 +100,16 @@ class Answer:
 
 async def stream_answer(
     brain: ChatModel, facts: FactStore | None, rounds: Rounds, chat: Chat, plan: PromptPlan,
-    begun: BegunStep, abort: AbortSignal, answer: Answer,
+    begun: BegunStep, abort: AbortSignal, answer: Answer, client: ClientTools | None = None,
 ) -> AsyncIterator[StepEvent]:
-    """The brain's answer, continued after each round of memory tool calls it makes."""
+    """The brain's answer, continued after each round of memory tool calls it makes. A call of
+    a client's tool ends it (ClientToolCalls); jin's memory tools are never shown to the client
+    (a client tool of the same name stands in for jin's)."""
     message_id = begun.assistant_message_id
-    tools = MEMORY_TOOLS if facts is not None and rounds.tools else None
+    theirs = client.names() if client is not None else set()
+    memory = ([t for t in MEMORY_TOOLS if t["function"]["name"] not in theirs]
+              if facts is not None and rounds.tools else [])
+    tools = [*memory, *(client.tools if client is not None else [])] or None
     messages = list(plan.messages)
     # The model may echo a fence: it never reaches the answer, nor the reasoning shown.
     scrubber, thoughts = FenceScrubber(), FenceScrubber()
@@ -99,6 +118,7 @@ async def stream_answer(
             messages=messages, model=chat.settings.model, max_tokens=plan.budget.answer_reserve,
             temperature=chat.settings.temperature,
             tools=tools if round_ < rounds.max_rounds else None,
+            tool_choice=client.choice if client is not None else None,
         )
         calls, said = None, []
         async for delta in until_aborted(brain.stream(request), abort):
@@ -120,8 +140,22 @@ async def stream_answer(
             elif isinstance(delta, Finish):
                 answer.add_usage(delta.usage)
                 answer.finished = not calls
-        if not calls or abort.event.is_set() or facts is None or request.tools is None:
+        if not calls or abort.event.is_set() or request.tools is None:
             break  # (a call to a tool that was not offered is not run)
+        mine = [c for c in calls if c.name not in theirs]
+        if len(mine) < len(calls):  # the client runs its calls; jin's own run, unseen
+            answer.tool_calls = [c.to_openai() for c in calls if c.name in theirs]
+            answer.finished = True
+            if facts is not None:
+                for call in mine:
+                    result = await execute(call, facts, chat, [begun.user_message.id,
+                                                               message_id])
+                    answer.actions.append(result.action)
+                    yield result.action
+            yield ClientToolCalls(message_id, answer.tool_calls)
+            break
+        if facts is None:
+            break
         messages.append(PromptMessage("assistant", "".join(said),
                                       tool_calls=[c.to_openai() for c in calls]))
         sources = [begun.user_message.id, message_id]

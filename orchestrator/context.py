@@ -117,7 +117,8 @@ def neutralize(text: str, tag: str) -> str:
     return "".join(chars)
 
 
-def _prompt_message(message: Message) -> PromptMessage:
+def prompt_message(message: Message) -> PromptMessage:
+    """A stored row as the model reads it (a tool call's rows with their ids)."""
     role = message.kind if message.kind in ("user", "assistant", "tool", "system") else "system"
     meta = message.meta
     return built(  # every field (tests/unit/test_context.py checks it)
@@ -168,7 +169,7 @@ def select_tail(tail: list[Message], budget_tokens: int) -> list[Message]:
 
 def assemble(
     window: Window,
-    new_message: str | None,
+    new_message: str | PromptMessage | None,
     budget: Budget,
     counter: TokenCounter,
     recalled: list[str] | None = None,
@@ -194,7 +195,9 @@ def assemble(
     sections.append(Section("summary", summary, _tokens(summary, counter), summary_ids))
 
     memory = _memory_section(recalled or [], counter)
-    new = [PromptMessage("user", new_message)] if new_message is not None else []
+    if isinstance(new_message, str):
+        new_message = PromptMessage("user", new_message)
+    new = [new_message] if new_message is not None else []
     new_section = Section("new_message", new, _tokens(new, counter))
 
     tail = select_tail(window.tail, budget.tail_tokens)
@@ -244,7 +247,7 @@ def _memory_section(recalled: list[str], counter: TokenCounter) -> Section:
 def _rows_section(name: str, rows: list[Message]) -> Section:
     return Section(
         name,
-        [_prompt_message(m) for m in rows],
+        [prompt_message(m) for m in rows],
         sum(m.cost for m in rows),
         [m.id for m in rows],
     )

@@ -77,6 +77,16 @@ class RuntimeAction:
 
 
 @dataclass(frozen=True)
+class ClientToolCalls:
+    """The answer ends in calls of the client's own tools (OpenAI's `tool_calls` entries): the
+    client runs them and sends their results as the next step."""
+
+    message_id: uuid.UUID
+    calls: list[dict[str, Any]]
+    type: Literal["tool_calls"] = "tool_calls"
+
+
+@dataclass(frozen=True)
 class CompactionDone:
     summary_id: uuid.UUID | None
     through: int | None  # position of the last message summarised
@@ -100,7 +110,7 @@ class StepEnd:
 
 StepEvent = (
     StepStart | ContextInfo | MessageStart | ThinkingChunk | MessageChunk | MessageEnd
-    | MessageError | RuntimeAction | CompactionDone | StepEnd
+    | MessageError | RuntimeAction | ClientToolCalls | CompactionDone | StepEnd
 )
 
 

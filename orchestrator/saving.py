@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chat.ports import FinishedStep, StepStore, StoreUnavailable
 from llm.errors import LLMError
@@ -66,6 +66,17 @@ def log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | Non
         log.info("step %s interrupted: %s", step_id, outcome.reason)
 
 
+def _meta(answer: Answer) -> dict[str, Any] | None:
+    """What the answer's row keeps beside its text: the memory actions it took, and the calls
+    of the client's tools it ended in (so the next prompt shows them before their results)."""
+    meta: dict[str, Any] = {}
+    if answer.actions:
+        meta["actions"] = [event_payload(a) for a in answer.actions]
+    if answer.tool_calls:
+        meta["tool_calls"] = answer.tool_calls
+    return meta or None
+
+
 async def persist(
     steps: StepStore, counter: TokenCounter, lease_ttl: float, started: Started, answer: Answer,
     outcome: Outcome, timings: dict[str, float],
@@ -87,7 +98,7 @@ async def persist(
         usage=answer.usage,
         error_code=error[0] if error else None,
         timings=timings,
-        meta={"actions": [event_payload(a) for a in answer.actions]} if answer.actions else None,
+        meta=_meta(answer),
         user_vector=started.user_vector,
     )
     deadline = time.monotonic() + lease_ttl

@@ -11,8 +11,8 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from chat.ports import (
     BegunStep,
@@ -25,10 +25,10 @@ from chat.ports import (
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.ports import ChatModel, Embedding, TokenCounter
 from memory.ports import FactStore, IndexQueue, Recaller
-from orchestrator.answer import AbortSignal, Answer, Rounds, stream_answer
+from orchestrator.answer import AbortSignal, Answer, ClientTools, Rounds, stream_answer
 from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import Compact, CompactionState, decide
-from orchestrator.context import Budget, PromptPlan, assemble
+from orchestrator.context import Budget, PromptPlan, assemble, prompt_message
 from orchestrator.errors import ChatNotFound, MessageTooLarge
 from orchestrator.events import (
     CompactionDone,
@@ -89,6 +89,11 @@ class StepRequest:
     content: str
     idempotency_key: str | None = None
     received_at: float | None = None  # perf_counter() when the request arrived
+    # OpenAI-compatible clients: the new message may be a result of their own tool (`kind`
+    # "tool", its `tool_call_id` in meta), and they may offer the brain their tools.
+    kind: Literal["user", "tool"] = "user"
+    meta: dict[str, Any] = field(default_factory=dict)
+    client_tools: ClientTools | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,7 @@ class Started:
     # The query's vector for recall, asked for as the step arrived (alongside the open).
     query_vector: asyncio.Task[Embedding | None] | None = None
     reread: bool = False  # the window was read for another budget than the chat's own
+    client_tools: ClientTools | None = None
     type: str = "started"
 
 
@@ -150,10 +156,12 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         lease_ttl=cfg.lease_ttl,
         window_rows=cfg.window_read_rows,
         window_budget=budget_of(ModelSettings(), cfg).total,
+        kind=request.kind,
+        meta=request.meta,
     )
     # Recall will search with the message's vector: the embedder is asked now, while the step
     # opens (its round trip off the step's path), and dropped if the step does not run.
-    vector = _early_vector(deps.recall, request.content)
+    vector = _early_vector(deps.recall, request.content) if request.kind == "user" else None
     try:
         result = await follow_policy(
             deps.steps, cfg.queue_wait, request.tenant_id, request.chat_id,
@@ -167,12 +175,14 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         return Replayed(result)
     assert isinstance(result, Opened)  # (follow_policy returned past the lease)
     budget = budget_for(result.chat, cfg)
-    plan = assemble(result.window, request.content, budget, deps.counter)
+    plan = assemble(result.window, prompt_message(result.begun.user_message), budget,
+                    deps.counter)
     # A chat with a budget of its own has its window read again for it, by run_step: a failure
     # of that read is then the step's outcome, saved like any other.
     return Started(result.chat, result.begun, result.window, plan, received_at,
                    time.perf_counter(), query_vector=vector,
-                   reread=budget.total != open_step.window_budget)
+                   reread=budget.total != open_step.window_budget,
+                   client_tools=request.client_tools)
 
 
 def _early_vector(
@@ -192,15 +202,19 @@ def _drop(task: asyncio.Task[Any] | None) -> None:
         task.cancel()
 
 
-async def reset_chat(deps: StepDeps, tenant_id: str, chat_id: uuid.UUID) -> Message:
-    """Write the "start over" line, under the chat's lease like a step (same busy policy)."""
+async def reset_chat(
+    deps: StepDeps, tenant_id: str, chat_id: uuid.UUID, why: dict[str, Any] | None = None
+) -> Message:
+    """Write the "start over" line, under the chat's lease like a step (same busy policy);
+    `why` is kept in the line's meta."""
     holder = uuid.uuid4()
     chat = await follow_policy(
         deps.steps, deps.config.queue_wait, tenant_id, chat_id, None,
         lambda: deps.steps.hold(tenant_id, chat_id, holder, deps.config.lease_ttl),
     )
     try:
-        row = await deps.chats.append_summary(tenant_id, chat.id, "", {"reset": True})
+        row = await deps.chats.append_summary(tenant_id, chat.id, "",
+                                              {"reset": True, **(why or {})})
     finally:
         await asyncio.shield(deps.steps.release(chat.id, holder))
     if row is None:
@@ -269,7 +283,8 @@ async def run_step(
         try:
             rounds = Rounds(deps.config.memory_tools, deps.config.max_tool_rounds)
             async for event in stream_answer(
-                deps.brain, deps.facts, rounds, started.chat, plan, begun, abort, answer
+                deps.brain, deps.facts, rounds, started.chat, plan, begun, abort, answer,
+                started.client_tools,
             ):
                 yield event
         finally:
@@ -312,8 +327,12 @@ async def run_step(
 
 
 async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[str, Any]]]:
-    """Fill the memory fence; a failure of recall leaves it empty and never fails the step."""
+    """Fill the memory fence; a failure of recall leaves it empty and never fails the step.
+    A step whose new message is a tool's result recalls nothing: the fence would stand between
+    the tool call and its result, which model servers refuse."""
     user_message = started.begun.user_message
+    if user_message.kind != "user":
+        return started, []
     began = time.perf_counter()
     try:
         plan, result = await recall_into(
@@ -356,6 +375,6 @@ async def _replan(deps: StepDeps, started: Started) -> Started:
     budget = started.plan.budget
     window = await deps.chats.load_window(started.chat, deps.config.window_read_rows, budget.total,
                                           before=started.begun.user_message.position)
-    new = started.begun.user_message.content
+    new = prompt_message(started.begun.user_message)
     return replace(started, window=window, plan=assemble(window, new, budget, deps.counter),
                    reread=False)

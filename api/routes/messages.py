@@ -25,7 +25,7 @@ router = APIRouter(prefix="/v1/chats", tags=["messages"],
                    responses=problems.responses(401, 429, 503))
 
 DISCONNECT_CHECK = 0.25  # seconds between looks at a JSON client's connection
-_NOTHING_YET: Any = object()
+NOTHING_YET: Any = object()
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEPALIVE = b": keep-alive\n\n"
 
@@ -88,7 +88,7 @@ async def post_message(
     steps = run_step(runtime.deps, started, abort)
     if not _wants_sse(request):
         result = StepResult()
-        await _until_done(runtime.collect(started.begun.step_id, steps, abort, result.add),
+        await until_done(runtime.collect(started.begun.step_id, steps, abort, result.add),
                           request, abort)
         return StepJSON(result.json())
 
@@ -98,10 +98,10 @@ async def post_message(
     async def stream() -> AsyncIterator[bytes]:
         finished = False
         try:
-            while (event := await _next(queue, keepalive)) is not None:
+            while (event := await next_event(queue, keepalive)) is not None:
                 # A comment line while the model is silent: proxies and load balancers
                 # close connections that stay quiet past their idle timeout.
-                yield KEEPALIVE if event is _NOTHING_YET else frame(event)
+                yield KEEPALIVE if event is NOTHING_YET else frame(event)
             finished = True
         finally:
             if not finished:
@@ -110,18 +110,18 @@ async def post_message(
     return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-async def _next(queue: asyncio.Queue[StepEvent | None], wait: float) -> Any:
-    """The next event, or _NOTHING_YET after `wait` seconds without one."""
+async def next_event(queue: asyncio.Queue[StepEvent | None], wait: float) -> Any:
+    """The next event, or NOTHING_YET after `wait` seconds without one."""
     try:
         return queue.get_nowait()  # (what is already there needs no timer or task)
     except asyncio.QueueEmpty:
         try:
             return await asyncio.wait_for(queue.get(), wait)
         except TimeoutError:
-            return _NOTHING_YET
+            return NOTHING_YET
 
 
-async def _until_done(task: asyncio.Task[None], request: Request, abort: AbortSignal) -> None:
+async def until_done(task: asyncio.Task[None], request: Request, abort: AbortSignal) -> None:
     """Wait for the step; a client that goes away meanwhile stops it, and it still persists
     what it has."""
     while not (await asyncio.wait({task}, timeout=DISCONNECT_CHECK))[0]:

@@ -125,6 +125,16 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         assert search.status_code == 200 and search.json()["items"] == []
         gone = await b.delete(f"/v1/memories/{fact_id}", params={"user_id": "same-user"})
         assert gone.status_code == 404
+        # The OpenAI-compatible route: A's chat id as B's chat name is a chat of B's own, and
+        # nothing of A's reaches B's prompt.
+        model.push(Reply(["no idea"]))
+        oai = await b.post("/v1/chat/completions", json={
+            "model": "jin", "user": "same-user",
+            "messages": [{"role": "user", "content": "my locker code is 4417"}]},
+            headers={"X-Jin-Chat-Id": chat})
+        assert oai.status_code == 200, oai.text
+        assert oai.headers["x-jin-chat-id"] != chat
+        assert not any("4417" in m["content"] for m in model.requests[-1]["messages"][:-1])
 
         # Tenant A still has all of it.
         assert (await a.get(f"/v1/chats/{chat}")).json()["title"] == "t"
