@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     recall_bm25_k1: float | None = Field(default=None, ge=0)
     recall_bm25_b: float | None = Field(default=None, ge=0, le=1)
     recall_min_similarity: float | None = Field(default=None, ge=-1, le=1)
-    recall_min_keyword: float | None = Field(default=None, ge=0)
+    recall_min_keyword: float | None = Field(default=None, ge=0, le=1)
     recall_budget_tokens: int | None = Field(default=None, ge=0)
     recall_max_items: int | None = Field(default=None, ge=0)
     recall_item_max_chars: int | None = Field(default=None, gt=0)

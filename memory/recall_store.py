@@ -58,7 +58,9 @@ _NOT_HIDDEN = (
 # 0.50 -> 0.43 ms, same rows. The keyword lists rank only the newest `:scan` matches: a common word
 # can match most of a large user's rows, and ranking them all would make recall grow with the user's
 # history. They rank like BM25 (below). Each list keeps only the rows that reach the relevance
-# floor (`RecallConfig.min_similarity`, `min_keyword`), ranked among themselves. The
+# floor (`RecallConfig.min_similarity`, a cosine similarity; `min_keyword`, a share of the best
+# keyword match's score, since BM25's scale grows with the user's history), ranked among
+# themselves. The
 # statement comes in two forms (migration 0008, memory/hnsw_membership.py). For any user (`_FOR_ANY_
 # USER`, planned for its parameters: `_PLANNED_FOR_ITS_USER`): the dense lists read the rows in the
 # HNSW index (`ann`), only if the user's rows go there, and the others by an exact scan. For a user
@@ -141,6 +143,7 @@ def _bm25(name: str, matches: str, docs: str) -> str:
     -- (Rounded: a sum's last bits depend on the order its terms came in, which may differ
     -- from one plan to the next; equal scores are then ranked by id, every time.)
     SELECT id, score, row_number() OVER (ORDER BY round(score::numeric, 9) DESC, id) AS r FROM (
+      SELECT id, score, max(score) OVER () AS best FROM (
         SELECT h.id, sum(t.idf * h.tf * (CAST(:k1 AS float8) + 1) / (h.tf + CAST(:k1 AS float8)
                    * (1 - CAST(:b AS float8) + CAST(:b AS float8) * l.dl / a.avgdl))) AS score
         FROM {name}h h JOIN {name}l l USING (id)
@@ -148,8 +151,8 @@ def _bm25(name: str, matches: str, docs: str) -> str:
               FROM (SELECT term, count(*) AS df FROM {name}h GROUP BY term) f,
                    (SELECT ({docs})::float8 AS docs) n) t USING (term),
              (SELECT greatest(avg(dl), 1) AS avgdl FROM {name}l) a
-        GROUP BY h.id) s
-    WHERE score >= CAST(:min_keyword AS float8)
+        GROUP BY h.id) s0) s
+    WHERE score >= CAST(:min_keyword AS float8) * best  -- a share of the best match's score
     ORDER BY r LIMIT :n
 )"""
 

@@ -7,6 +7,7 @@ import io
 import random
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -216,7 +217,9 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
         if small:
             await recall.recall(RecallQuery("t", "ana", "hello"))  # now known to be small
         for mode in ("hybrid", "dense", "keyword"):
-            everything = RecallConfig(mode=mode, max_items=1000)  # type: ignore[arg-type]
+            # No relevance floor: enough candidates for every cut (the floor is the lists').
+            everything = RecallConfig(mode=mode, max_items=1000,  # type: ignore[arg-type]
+                                      min_similarity=0.0, min_keyword=0.0)
             query = "what was the garden and boat budget plan"
             vector = (await minilm.embed_query([query]))[0] if mode != "keyword" else None
             now = T0 + timedelta(days=3)
@@ -227,7 +230,7 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
             if mode == "dense":  # (distances have no ties here; full-text ranks do)
                 dense_lists[small] = {(c.id, c.dense_rank) for c in every}
             for items in range(1, 15):  # each cut: every place of the order is checked
-                cfg = RecallConfig(mode=mode, max_items=items)  # type: ignore[arg-type]
+                cfg = replace(everything, max_items=items)
                 best = await recall.candidates("t", "ana", query, vector, [], cfg, now=now)
                 assert len(best) == SHORTLIST * items < len(every), (small, mode)
                 assert ({c.id for c in best} == {c.id for c in ranked[: len(best)]}), (

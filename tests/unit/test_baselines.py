@@ -61,7 +61,7 @@ def test_rrf_sums_reciprocal_ranks() -> None:
 
 def test_ablating_recency_makes_an_old_turn_as_fresh_as_a_new_one() -> None:
     now = datetime(2026, 6, 1, tzinfo=UTC)
-    served = RecallConfig()
+    served = RecallConfig(recency_floor=0.35)  # a deployment that decays
     assert recency(now - timedelta(days=200), now, served) < 0.6
     assert recency(now - timedelta(days=200), now, LAYERS["recency"](served)) == 1.0
 

@@ -69,9 +69,11 @@ def test_recency_is_flat_in_the_freshness_window_then_halves_to_a_floor() -> Non
     assert abs(recency(NOW - timedelta(days=5000), NOW, cfg) - 0.2) < 1e-6
 
 
-def test_the_newer_of_two_equally_relevant_items_wins() -> None:
+def test_an_old_item_is_not_buried_by_default_and_decay_can_be_turned_on() -> None:
     old, new = _c("old mention", dense=1, days=200), _c("new mention", dense=2, days=1)
-    assert _texts(rank([old, new], NOW, RecallConfig(), _words))[0] == "new mention"
+    assert _texts(rank([old, new], NOW, RecallConfig(), _words))[0] == "old mention"
+    decaying = RecallConfig(recency_floor=0.35)
+    assert _texts(rank([old, new], NOW, decaying, _words))[0] == "new mention"
 
 
 def test_facts_and_important_items_weigh_more_than_assistant_chatter() -> None:
