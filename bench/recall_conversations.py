@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
@@ -40,10 +41,14 @@ from bench.talk import Talk
 from bench.talk_en import EN
 from bench.talk_ru import RU
 from bench.talk_uk import UK
+from memory.evaluation.baselines import tokens
 
+_FIELD = re.compile(r"\{\w+\}")
 LANGS = {"en": EN, "ru": RU, "uk": UK}
 TZ_HOURS = {"en": (-5, 0, 1), "ru": (3,), "uk": (2,)}
 BASE_DAY = date(2025, 1, 6)
+ASIDES = 0.04  # of small-talk lines: enough to mislead a word match now and then, not to bury
+KEYED = 0.5  # of questions that share a word with their evidence (see `pair`)
 MAX_SPAN_DAYS = 330  # under a year: a month's name never means two months
 
 
@@ -93,6 +98,17 @@ def schedule(rng: random.Random, index: int, turns: int, tz: timezone) -> list[d
             + timedelta(hours=rng.randint(8, 21), minutes=rng.randint(0, 59)) for d in days]
 
 
+def pair(rng: random.Random, said: tuple[str, ...], asked: tuple[str, ...]) -> tuple[str, str]:
+    """A line that says a fact and a question that asks for it. Mostly in other words; now and then
+    (KEYED) with a word of what was said, as people ask: the kind's last question, with the line
+    that shares most words with it."""
+    if rng.random() < KEYED:
+        words = set(tokens(_FIELD.sub(" ", asked[-1])))
+        line = max(said, key=lambda text: len(words & set(tokens(_FIELD.sub(" ", text)))))
+        return line, asked[-1]
+    return rng.choice(said), rng.choice(asked[:-1] or asked)
+
+
 def say(text: str, who: dict[str, str], other: dict[str, str], values: dict[str, str]) -> str:
     return sentence(text.format(**who, other=other["name"], **values))
 
@@ -109,10 +125,11 @@ def plant_facts(rng: random.Random, talk: Talk, plan: Plan) -> None:
         for kind in rng.sample(kinds, min(len(kinds), rng.randint(12, 15))):
             fact = talk.facts[kind]
             key = f"{kind}/{s}"
-            text = say(rng.choice(fact.said), who, other, draw(rng, fact.fields))
+            line, question = pair(rng, fact.said, fact.asked)
+            text = say(line, who, other, draw(rng, fact.fields))
             plan.events[rng.randrange(n)].append(Event(key, s, text))
             plan.questions.append({"keys": [key], "category": "single",
-                                   "question": ask(rng.choice(fact.asked), who)})
+                                   "question": ask(question, who)})
 
 
 def plant_changes(rng: random.Random, talk: Talk, plan: Plan) -> None:
@@ -124,13 +141,14 @@ def plant_changes(rng: random.Random, talk: Talk, plan: Plan) -> None:
         first = rng.randrange(max(1, n // 2))
         later = rng.randrange(min(first + 3, n - 1), n)
         old, new = f"{kind}/{s}/old", f"{kind}/{s}/new"
-        plan.events[first].append(Event(old, s, say(rng.choice(change.said), who, other, values)))
-        plan.events[later].append(Event(new, s, say(rng.choice(change.changed), who, other,
-                                                    values)))
+        (said, before), (changed, now) = (pair(rng, change.said, change.asked_before),
+                                          pair(rng, change.changed, change.asked_now))
+        plan.events[first].append(Event(old, s, say(said, who, other, values)))
+        plan.events[later].append(Event(new, s, say(changed, who, other, values)))
         plan.questions.append({"keys": [new], "category": "updated",
-                               "question": ask(rng.choice(change.asked_now), who)})
+                               "question": ask(now, who)})
         plan.questions.append({"keys": [old], "category": "previous",
-                               "question": ask(rng.choice(change.asked_before), who)})
+                               "question": ask(before, who)})
 
 
 def plant_series(rng: random.Random, talk: Talk, plan: Plan) -> None:
@@ -138,6 +156,7 @@ def plant_series(rng: random.Random, talk: Talk, plan: Plan) -> None:
     kinds = rng.sample(sorted(talk.series), min(len(talk.series), 2))
     for s, kind in enumerate(kinds):  # one kind a friend, not the same
         series, who, other = talk.series[kind], plan.people[s], plan.people[1 - s]
+        keyed, question = pair(rng, series.said, series.asked)
         count = rng.randint(2, 3)
         items = rng.sample(series.fields["item"], count)
         keys = []
@@ -146,10 +165,10 @@ def plant_series(rng: random.Random, talk: Talk, plan: Plan) -> None:
             values.update(item=item, item_in=series.fields.get("item_in", series.fields["item"])[
                 series.fields["item"].index(item)])
             keys.append(f"{kind}/{s}/{m}")
-            plan.events[session].append(Event(keys[-1], s, say(rng.choice(series.said), who,
-                                                               other, values)))
+            line = rng.choice(series.said) if question != series.asked[-1] else keyed
+            plan.events[session].append(Event(keys[-1], s, say(line, who, other, values)))
         plan.questions.append({"keys": keys, "category": "multi",
-                               "question": ask(rng.choice(series.asked), who)})
+                               "question": ask(question, who)})
 
 
 def plant_topics(rng: random.Random, talk: Talk, plan: Plan) -> None:
@@ -176,7 +195,8 @@ def plant_topics(rng: random.Random, talk: Talk, plan: Plan) -> None:
 def small_talk(rng: random.Random, talk: Talk, who: dict[str, str], said: set[str]) -> str:
     """A line of small talk not yet said in this session (after a few tries, any)."""
     for _ in range(6):
-        line = sentence(rng.choice(talk.small_talk).format(**who, **draw(rng, talk.slots)))
+        templates = talk.asides if rng.random() < ASIDES else talk.small_talk
+        line = sentence(rng.choice(templates).format(**who, **draw(rng, talk.slots)))
         if line not in said:
             break
     said.add(line)

@@ -62,6 +62,8 @@ class Talk:
     reactions: tuple[str, ...]
     questions: tuple[str, ...]  # asked back in small talk
     small_talk: tuple[str, ...]  # templates over `slots`
+    # Small talk that brushes against the facts (a colleague's puppy), now and then.
+    asides: tuple[str, ...]
     slots: dict[str, tuple[str, ...]]
     leads: tuple[str, ...]  # before a fact: "By the way,"
     fact_replies: tuple[str, ...]  # never repeat the value: the evidence is the line that said it
