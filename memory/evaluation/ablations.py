@@ -14,8 +14,8 @@ from memory.ranking import RecallConfig
 Ablation = Callable[[RecallConfig], RecallConfig]
 
 LAYERS: dict[str, Ablation] = {
-    # Every item counts as fresh: the decay's floor raised to 1.
-    "recency": lambda c: replace(c, recency_floor=1.0),
+    # Every item counts as fresh: the decay's floors raised to 1, also around a named moment.
+    "recency": lambda c: replace(c, recency_floor=1.0, focus_floor=1.0),
     # A fact and an answer weigh what a user's message weighs.
     "weights": lambda c: replace(c, fact_weight=1.0, assistant_weight=1.0),
     # No two items share more than all their words, so none collapses into another.
@@ -23,6 +23,10 @@ LAYERS: dict[str, Ablation] = {
     # One list of the fusion left out: the dense one (keyword only), or the keyword one.
     "fusion-dense": lambda c: replace(c, mode="keyword"),
     "fusion-keyword": lambda c: replace(c, mode="dense"),
+    # Only the handling of a moment the question names (memory/time_focus.py) left out.
+    "focus": lambda c: replace(c, focus_floor=max(c.recency_floor, c.focus_floor)),
+    # No relevance floor: every item either search returns stays a candidate.
+    "floor": lambda c: replace(c, min_similarity=-1.0, min_keyword=0.0),
 }
 
 

@@ -175,6 +175,48 @@ async def _baselines(
     return runs
 
 
+@dataclass(frozen=True)
+class Fence:
+    """The fence as a step would get it (the served cut: tokens and items), over the questions:
+    what share of its items are evidence, how much of the evidence it holds, its size."""
+
+    precision: float  # evidence items / items, over the questions whose fence is not empty
+    recall: float  # evidence turns in the fence / evidence turns
+    items: float
+    tokens: float
+    empty: int
+    questions: int
+
+    def line(self, config: RecallConfig) -> str:
+        return (f"fence as served ({config.mode}, {config.budget_tokens} tokens, "
+                f"{config.max_items} items): precision {self.precision:.3f}, recall "
+                f"{self.recall:.3f}, {self.items:.1f} items and {self.tokens:.0f} tokens a "
+                f"question, {self.empty} of {self.questions} empty")
+
+
+async def _fence(
+    recall: PostgresRecall, dataset: Dataset, tenant: str, turn_of: dict[uuid.UUID, str],
+    config: RecallConfig,
+) -> Fence:
+    precision, found, items, tokens = [], [], [], []
+    for question in dataset.questions:
+        result = await recall.recall(RecallQuery(tenant, question.conversation_id,
+                                                 question.question, now=question.asked_at),
+                                     config)
+        got = [turn_of.get(item.id) for item in result.items]
+        evidence = set(question.evidence)
+        hits = [g for g in got if g in evidence]
+        if got:
+            precision.append(len(hits) / len(got))
+        found.append(len(set(hits)) / len(evidence))
+        items.append(len(got))
+        tokens.append(sum(item.tokens for item in result.items))
+    n = max(len(dataset.questions), 1)
+    return Fence(sum(precision) / max(len(precision), 1), sum(found) / n, sum(items) / n,
+                 sum(tokens) / n, len(dataset.questions) - len(precision),
+                 len(dataset.questions))
+
+
 def _out_path(out: str, mode: str, several: bool) -> Path:
     path = Path(out)
     return path.with_name(f"{path.stem}.{mode}{path.suffix}") if several else path
@@ -228,6 +270,10 @@ async def run_recall_benchmark(
             table.append((name, _report(name, rows, wall, plan.out, label,
                                         several=len(runs) > 1)))
         print(format_table(table))
+        served_config = replace(config, mode=served)
+        fence = await _fence(PostgresRecall(engine, embedder, counter.count, served_config),
+                             dataset, tenant, turn_of, served_config)
+        print(fence.line(served_config))
         return 0
     finally:
         if not plan.keep:

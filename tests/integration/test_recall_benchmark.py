@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import asyncpg
@@ -52,6 +53,11 @@ def test_bench_recall_scores_a_dataset_and_leaves_nothing_behind(
     assert [line.split("  ")[0].strip() for line in table[3:3 + len(runs)]] == [
         "bm25", "cosine", "rrf(bm25,cosine)", "jin keyword", "jin dense", "jin hybrid",
         "jin hybrid -recency", "jin hybrid -dedupe"]
+    # The fence a step would get, at the served cut: its precision, recall and size.
+    [fence] = [line for line in report.splitlines() if line.startswith("fence as served")]
+    assert re.fullmatch(r"fence as served \(hybrid, 600 tokens, 10 items\): precision "
+                        r"[01]\.\d{3}, recall [01]\.\d{3}, \d+\.\d items and \d+ tokens a "
+                        rf"question, \d+ of {questions} empty", fence), fence
     assert asyncio.run(_count_chats(database_url)) == 0
 
 
