@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chat.ports import FinishedStep, StepStore, StoreUnavailable
 from llm.errors import LLMError
@@ -66,6 +66,16 @@ def log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | Non
         log.info("step %s interrupted: %s", step_id, outcome.reason)
 
 
+def _meta(answer: Answer) -> dict[str, Any] | None:
+    """What the answer's row keeps besides its text: the memory actions, the loop stopped."""
+    meta: dict[str, Any] = {}
+    if answer.actions:
+        meta["actions"] = [event_payload(a) for a in answer.actions]
+    if answer.loop is not None:
+        meta["loop"] = answer.loop.to_json()
+    return meta or None
+
+
 async def persist(
     steps: StepStore, counter: TokenCounter, lease_ttl: float, started: Started, answer: Answer,
     outcome: Outcome, timings: dict[str, float],
@@ -87,8 +97,10 @@ async def persist(
         usage=answer.usage,
         error_code=error[0] if error else None,
         timings=timings,
-        meta={"actions": [event_payload(a) for a in answer.actions]} if answer.actions else None,
+        meta=_meta(answer),
         user_vector=started.user_vector,
+        recovery=None if answer.loop is None else {
+            **answer.loop.to_json(), "position": started.begun.assistant_position},
     )
     deadline = time.monotonic() + lease_ttl
     delay = 0.1
