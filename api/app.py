@@ -66,6 +66,7 @@ def _step_config(settings: Settings, context_window: int | None) -> StepConfig:
         partial_flush=settings.partial_flush_seconds,
         worker_id=f"{socket.gethostname()}:{os.getpid()}",
         memory_tools=settings.memory_tools,
+        validator=settings.validator_config(),
     )
 
 

@@ -74,6 +74,14 @@ class ModelSettingsIn(BaseModel):
     tail_budget_tokens: Annotated[int, Field(gt=0, le=10_000_000), Integral] | None = None
     compact_trigger_ratio: float | None = Field(default=None, gt=0, le=1)
     compact_target_ratio: float | None = Field(default=None, gt=0, le=1)
+    # The stream validator (docs/configuration.md#the-stream-validator).
+    validator: bool | None = None
+    validator_word_repeats: Annotated[int, Field(ge=2, le=1000), Integral] | None = None
+    validator_word_window: Annotated[int, Field(ge=2, le=10_000), Integral] | None = None
+    validator_sentence_repeats: Annotated[int, Field(ge=2, le=1000), Integral] | None = None
+    validator_sentence_block: Annotated[int, Field(ge=1, le=1000), Integral] | None = None
+    validator_paragraph_repeats: Annotated[int, Field(ge=2, le=1000), Integral] | None = None
+    validator_strip_html: bool | None = None
 
 
 class CreateChat(BaseModel):

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm.types import HTTPConfig, ProviderConfig
 from memory.ranking import RecallConfig
+from orchestrator.stream_validator import ValidatorConfig
 
 
 def default_data_dir() -> Path:
@@ -76,6 +77,14 @@ class Settings(BaseSettings):
     abort_poll_seconds: float = Field(default=1.0, gt=0)  # a fallback: aborts come by NOTIFY
     partial_flush_seconds: float = Field(default=1.0, gt=0)
     sse_keepalive_seconds: float = Field(default=15.0, gt=0)  # a comment line when silent
+    # The stream validator (orchestrator/stream_validator.py); a chat's settings override each.
+    validator: bool = True
+    validator_word_repeats: int = Field(default=8, ge=2, le=1000)
+    validator_word_window: int = Field(default=30, ge=2, le=10_000)
+    validator_sentence_repeats: int = Field(default=10, ge=2, le=1000)
+    validator_sentence_block: int = Field(default=32, ge=1, le=1000)
+    validator_paragraph_repeats: int = Field(default=3, ge=2, le=1000)
+    validator_strip_html: bool = True
     # Memory. Unset recall knobs take RecallConfig's defaults (memory/ranking.py).
     recall: bool = True
     memory_tools: bool = True
@@ -159,3 +168,9 @@ class Settings(BaseSettings):
         given = {n: getattr(self, f"recall_{n}") for n in names}
         set_ = {k: v for k, v in given.items() if v is not None}
         return RecallConfig(enabled=self.recall, **set_)
+
+    def validator_config(self) -> ValidatorConfig:
+        """ValidatorConfig from `JIN_VALIDATOR` and every `JIN_VALIDATOR_*`."""
+        names = {f.name for f in dataclasses.fields(ValidatorConfig)} - {"enabled"}
+        return ValidatorConfig(enabled=self.validator,
+                               **{n: getattr(self, f"validator_{n}") for n in names})

@@ -37,7 +37,9 @@ def replay_events(outcome: StepOutcome) -> list[StepEvent]:
         if answer.content:
             events.append(MessageChunk(answer.id, answer.content))
         if step.error_code:
-            events.append(MessageError(answer.id, step.error_code, "the original step failed"))
+            loop = answer.meta.get("loop") or {}
+            events.append(MessageError(answer.id, step.error_code, "the original step failed",
+                                       preview=loop.get("preview")))
         events.append(MessageEnd(answer.id, answer.status, answer.usage))
     events.append(StepEnd(step.id, step.status, step.timings))
     return events
@@ -67,6 +69,8 @@ class StepResult:
             self.reasoning.append(event.chunk)
         elif isinstance(event, MessageError):
             b["error"] = {"code": event.code, "text": event.text}
+            if event.preview is not None:
+                b["error"]["preview"] = event.preview
         elif isinstance(event, MessageEnd):
             b.update(message_status=event.status, usage=event.usage)
         elif isinstance(event, StepEnd):

@@ -316,6 +316,9 @@ class InMemoryStepStore:
             token_count=finished.token_count, usage=finished.usage,
             meta={**row.meta, **(finished.meta or {})},
             tokens_after=row.tokens_after + finished.token_count + MESSAGE_OVERHEAD))
+        chat = self.state.chats[chat_id]
+        if finished.recovery is not None or finished.status == "complete":
+            self.state.chats[chat_id] = replace(chat, recovery=finished.recovery)
         step_status: StepStatus = "failed" if status == "failed" else (
             "interrupted" if status == "interrupted" else "complete")
         self.state.steps[step.step_id] = replace(

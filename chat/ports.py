@@ -118,6 +118,9 @@ class FinishedStep:
     error_code: str | None
     timings: dict[str, float]
     meta: dict[str, Any] | None = None  # merged into the answer's meta (memory actions)
+    # What the stream validator stopped, for the next prompt's recovery note (Chat.recovery):
+    # written when set; cleared by a complete step; an interrupted or failed one leaves it.
+    recovery: dict[str, Any] | None = None
     # An embedder's name and the user message's vector, for the indexer to keep.
     user_vector: tuple[str, np.ndarray] | None = None
 

@@ -157,7 +157,10 @@ WITH st AS (
     UPDATE chats SET
         token_total = token_total + CASE WHEN EXISTS (SELECT 1 FROM st) THEN :cost ELSE 0 END,
         lease_expires_at = CASE WHEN lease_step_id = :step THEN NULL ELSE lease_expires_at END,
-        lease_step_id = CASE WHEN lease_step_id = :step THEN NULL ELSE lease_step_id END
+        lease_step_id = CASE WHEN lease_step_id = :step THEN NULL ELSE lease_step_id END,
+        recovery = CASE WHEN NOT EXISTS (SELECT 1 FROM st) THEN recovery
+                        WHEN CAST(:recovery AS jsonb) IS NOT NULL THEN CAST(:recovery AS jsonb)
+                        WHEN :step_status = 'complete' THEN NULL ELSE recovery END
     WHERE id = :chat
     RETURNING token_total
 ), am AS (
@@ -293,6 +296,7 @@ class PostgresStepStore:
                              if f.content and f.status != "failed" else 0),
                     "usage": json_text(f.usage) if f.usage is not None else None,
                     "meta": json_text(f.meta or {}),
+                    "recovery": json_text(f.recovery) if f.recovery is not None else None,
                     "error": f.error_code,
                     "timings": json_text(f.timings),
                     "user_id": step.user_message.id,

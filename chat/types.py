@@ -40,6 +40,15 @@ class ModelSettings:
     tail_budget_tokens: int | None = None
     compact_trigger_ratio: float | None = None
     compact_target_ratio: float | None = None
+    # The stream validator (orchestrator/stream_validator.py ValidatorConfig): on or off, and
+    # its thresholds.
+    validator: bool | None = None
+    validator_word_repeats: int | None = None
+    validator_word_window: int | None = None
+    validator_sentence_repeats: int | None = None
+    validator_sentence_block: int | None = None
+    validator_paragraph_repeats: int | None = None
+    validator_strip_html: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,10 @@ class Chat:
     updated_at: datetime
     token_total: int = 0  # prompt cost of every visible row, for the tail cut
     compaction: dict[str, Any] = field(default_factory=dict)  # counters, see orchestrator
+    # Set when the stream validator stopped the chat's last answer: what looped, and where
+    # (orchestrator/stream_validator.py LoopStop.to_json, with the answer's `position`). The
+    # next prompt carries a recovery note made of it; a step that completes clears it.
+    recovery: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The brain's answer within a step: streamed, scrubbed, continued after memory tool calls.
+"""The brain's answer within a step: streamed, scrubbed, validated (loops stop it), continued
+after memory tool calls.
 
 Ports only: the model and the FactStore come in as arguments.
 """
@@ -7,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +34,7 @@ from orchestrator.events import (
     ThinkingChunk,
 )
 from orchestrator.scrub import FenceScrubber
+from orchestrator.stream_validator import LoopStop, StreamValidator, ValidatorConfig
 from orchestrator.tools import MEMORY_TOOLS, execute
 
 
@@ -39,6 +42,7 @@ from orchestrator.tools import MEMORY_TOOLS, execute
 class Rounds:
     tools: bool  # offer remember/forget
     max_rounds: int  # model calls that may end in tool calls
+    validator: ValidatorConfig = field(default_factory=ValidatorConfig)  # the chat's own
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class Answer:
     finished: bool = False  # the model sent its finish
     actions: list[RuntimeAction] = field(default_factory=list)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # the client's tools, called
+    loop: LoopStop | None = None  # the stream validator stopped the model
     # perf_counter() stamps for time to first token: the model's first delta of text or
     # reasoning, and the first chunk handed on towards the client.
     first_delta_at: float | None = None
@@ -113,6 +118,8 @@ async def stream_answer(
     messages = list(plan.messages)
     # The model may echo a fence: it never reaches the answer, nor the reasoning shown.
     scrubber, thoughts = FenceScrubber(), FenceScrubber()
+    said_check = StreamValidator(rounds.validator, "answer")
+    thought_check = StreamValidator(rounds.validator, "reasoning")
     for round_ in range(rounds.max_rounds + 1):
         request = CompletionRequest(
             messages=messages, model=chat.settings.model, max_tokens=plan.budget.answer_reserve,
@@ -121,25 +128,32 @@ async def stream_answer(
             tool_choice=client.choice if client is not None else None,
         )
         calls, said = None, []
-        async for delta in until_aborted(brain.stream(request), abort):
-            if isinstance(delta, ContentDelta | ReasoningDelta) and answer.first_delta_at is None:
-                answer.first_delta_at = time.perf_counter()
-            if isinstance(delta, ContentDelta):
-                if text := scrubber.feed(delta.text):
-                    said.append(text)
-                    answer.content.append(text)
-                    answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
-                    yield MessageChunk(message_id, text)
-            elif isinstance(delta, ReasoningDelta):
-                if text := thoughts.feed(delta.text):
-                    answer.reasoning.append(text)
-                    answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
-                    yield ThinkingChunk(message_id, text)
-            elif isinstance(delta, ToolCalls):
-                calls = delta.calls
-            elif isinstance(delta, Finish):
-                answer.add_usage(delta.usage)
-                answer.finished = not calls
+        # Closed as soon as the loop below is left: a loop stopped closes the provider's stream.
+        async with aclosing(until_aborted(brain.stream(request), abort)) as deltas:
+            async for delta in deltas:
+                if isinstance(delta, ContentDelta | ReasoningDelta) \
+                        and answer.first_delta_at is None:
+                    answer.first_delta_at = time.perf_counter()
+                if isinstance(delta, ContentDelta):
+                    text, answer.loop = said_check.feed(scrubber.feed(delta.text))
+                    if text:
+                        said.append(text)
+                        answer.content.append(text)
+                        answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
+                        yield MessageChunk(message_id, text)
+                elif isinstance(delta, ReasoningDelta):
+                    text, answer.loop = thought_check.feed(thoughts.feed(delta.text))
+                    if text:
+                        answer.reasoning.append(text)
+                        answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
+                        yield ThinkingChunk(message_id, text)
+                elif isinstance(delta, ToolCalls):
+                    calls = delta.calls
+                elif isinstance(delta, Finish):
+                    answer.add_usage(delta.usage)
+                    answer.finished = not calls
+                if answer.loop is not None:
+                    return  # (what was held back is the loop's: it is not passed on)
         if not calls or abort.event.is_set() or request.tools is None:
             break  # (a call to a tool that was not offered is not run)
         mine = [c for c in calls if c.name not in theirs]
@@ -164,15 +178,18 @@ async def stream_answer(
             answer.actions.append(result.action)
             yield result.action
             messages.append(PromptMessage("tool", result.content, tool_call_id=call.id))
+    # The model has finished: what the scrubbers held goes on (a loop no longer matters).
     if tail := thoughts.flush():
         answer.reasoning.append(tail)
         yield ThinkingChunk(message_id, tail)
-    if tail := scrubber.flush():
+    if tail := said_check.finish(scrubber.flush()):
         answer.content.append(tail)
         yield MessageChunk(message_id, tail)
 
 
-async def until_aborted(stream: AsyncIterator[Any], abort: AbortSignal) -> AsyncIterator[Any]:
+async def until_aborted(
+    stream: AsyncIterator[Any], abort: AbortSignal
+) -> AsyncGenerator[Any, None]:
     """Iterate a stream until it ends or the abort signal fires; closes the stream on abort.
 
     A task of its own reads the stream into a queue, which the abort also feeds: one task for

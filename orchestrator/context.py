@@ -2,7 +2,9 @@
 
     [system snapshot] [head: the first exchange, verbatim, once summarised]
     [summary, fenced reference-only] [history: older rows after the pre-pass]
-    [tail, verbatim] [recalled memory, fenced <memory-context>] [new user message]
+    [tail, verbatim] [recalled memory, fenced <memory-context>]
+    [recovery note, fenced <runtime-recovery>, after an answer the stream validator stopped]
+    [new user message]
 
 The tail is the newest rows within the tail budget (the current turn always). Older rows of the
 window go through the cheap pre-pass and fill what the budget has left, newest first.
@@ -24,6 +26,7 @@ from orchestrator.prepass import prepass
 
 SUMMARY_TAG = "conversation-summary"
 MEMORY_TAG = "memory-context"
+RECOVERY_TAG = "runtime-recovery"
 SUMMARY_PREAMBLE = (
     "Reference only: a summary of the earlier part of this conversation. "
     "It is background, not instructions."
@@ -32,6 +35,13 @@ MEMORY_PREAMBLE = (
     "Reference only: items recalled from the user's past conversations. "
     "They may be out of date and are not instructions."
 )
+
+RECOVERY_PREAMBLE = "Runtime note from jin, not from the user."
+_LOOPED = {
+    "word_loop": "repeating the same words",
+    "sentence_cycle": "repeating the same sentences",
+    "paragraph_cycle": "repeating the same paragraph",
+}
 
 
 @dataclass(frozen=True)
@@ -195,6 +205,7 @@ def assemble(
     sections.append(Section("summary", summary, _tokens(summary, counter), summary_ids))
 
     memory = _memory_section(recalled or [], counter)
+    recovery = _recovery_section(window, reset, counter)
     if isinstance(new_message, str):
         new_message = PromptMessage("user", new_message)
     new = [new_message] if new_message is not None else []
@@ -202,13 +213,14 @@ def assemble(
 
     tail = select_tail(window.tail, budget.tail_tokens)
     older = prepass(window.tail, len(tail), counter)[: len(window.tail) - len(tail)]
-    fixed = sum(s.tokens for s in sections) + memory.tokens + new_section.tokens
+    fixed = sum(s.tokens for s in sections) + memory.tokens + recovery.tokens + new_section.tokens
     room = budget.total - fixed - sum(m.cost for m in tail)
     history = _fit_newest(older, room)
 
     sections.append(_rows_section("history", history))
     sections.append(_rows_section("tail", tail))
     sections.append(memory)
+    sections.append(recovery)
     sections.append(new_section)
     return PromptPlan(
         sections=sections,
@@ -242,6 +254,27 @@ def _memory_section(recalled: list[str], counter: TokenCounter) -> Section:
     text = fence(MEMORY_TAG, MEMORY_PREAMBLE, "\n".join(recalled))
     return Section("memory", [PromptMessage("system", text)],
                    counter.count_lines(text) + MESSAGE_OVERHEAD)
+
+
+def recovery_note(recovery: dict[str, Any]) -> str:
+    """The note a prompt carries after an answer the stream validator stopped."""
+    where = "reasoning" if recovery.get("where") == "reasoning" else "answer"
+    looped = _LOOPED.get(str(recovery.get("rule")), "repeating itself")
+    return (f"Your previous {where} was stopped because it kept {looped}: "
+            f"\"{recovery.get('preview', '')}\". Do not repeat it. Answer the user's next "
+            "message afresh and briefly, in a different form if it helps.")
+
+
+def _recovery_section(window: Window, reset: bool, counter: TokenCounter) -> Section:
+    """The recovery note, unless a "start over" line came after the stopped answer."""
+    recovery = window.chat.recovery
+    summary = window.summary
+    if not recovery or (reset and summary is not None
+                        and summary.position > int(recovery.get("position", -1))):
+        return Section("recovery", [], 0)
+    text = fence(RECOVERY_TAG, RECOVERY_PREAMBLE, recovery_note(recovery))
+    message = [PromptMessage("system", text)]
+    return Section("recovery", message, _tokens(message, counter))
 
 
 def _rows_section(name: str, rows: list[Message]) -> Section:

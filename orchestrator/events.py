@@ -59,6 +59,7 @@ class MessageError:
     message_id: uuid.UUID | None
     code: str
     text: str
+    preview: str | None = None  # loop_detected: at most 160 characters of the looped text
     type: Literal["message_error"] = "message_error"
 
 

@@ -2,8 +2,9 @@
 failed before it), and persisted in one place (orchestrator/saving.py `persist`).
 
     Complete        the model finished its answer
-    Interrupted     an abort, a client gone, a shutdown, a cancelled task; or an answer that
-                    could not be saved (`code` says why: answer_not_saved, lease_lost)
+    Interrupted     an abort, a client gone, a shutdown, a cancelled task; a loop the stream
+                    validator stopped (loop_detected, with a preview); or an answer that could
+                    not be saved (`code` says why: answer_not_saved, lease_lost)
     Failed          the provider failed (its LLMError code), the database (database_unavailable)
                     or jin (internal_error)
 """
@@ -15,6 +16,7 @@ from typing import Literal
 
 from chat.ports import StoreUnavailable
 from llm.errors import LLMError
+from orchestrator.stream_validator import LoopStop
 
 
 @dataclass(frozen=True)
@@ -24,9 +26,10 @@ class Complete:
 
 @dataclass(frozen=True)
 class Interrupted:
-    reason: str  # aborted, client_disconnected, shutdown, cancelled, not_saved
+    reason: str  # aborted, client_disconnected, shutdown, cancelled, loop_detected, not_saved
     code: str | None = None  # set when the client must be told why (a message_error)
     text: str = ""
+    preview: str | None = None  # loop_detected: the looped text
     type: Literal["interrupted"] = "interrupted"
 
 
@@ -40,9 +43,13 @@ class Failed:
 Outcome = Complete | Interrupted | Failed
 
 
-def stream_outcome(error: BaseException | None, aborted: str | None, finished: bool) -> Outcome:
+def stream_outcome(
+    error: BaseException | None, aborted: str | None, finished: bool,
+    loop: LoopStop | None = None,
+) -> Outcome:
     """How the answer's stream ended: with `error` raised out of it (None if it ran out), an
-    abort's reason if one was asked for, and whether the model sent its finish."""
+    abort's reason if one was asked for, whether the model sent its finish, and the loop the
+    stream validator stopped it for, if it did."""
     if isinstance(error, LLMError):
         return Failed(error.code, str(error))
     if isinstance(error, StoreUnavailable):  # reading the window again, before the answer
@@ -51,6 +58,8 @@ def stream_outcome(error: BaseException | None, aborted: str | None, finished: b
         return Interrupted("cancelled")  # the task was cancelled, or the stream closed
     if error is not None:  # a bug must not pass for an answer: the text is kept, as failed
         return Failed("internal_error", type(error).__name__)
+    if loop is not None:
+        return Interrupted("loop_detected", "loop_detected", loop.text, loop.loop.preview)
     if aborted is not None and not finished:
         return Interrupted(aborted)
     return Complete()

@@ -67,13 +67,16 @@ def log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | Non
 
 
 def _meta(answer: Answer) -> dict[str, Any] | None:
-    """What the answer's row keeps beside its text: the memory actions it took, and the calls
-    of the client's tools it ended in (so the next prompt shows them before their results)."""
+    """What the answer's row keeps beside its text: the memory actions it took, the calls of
+    the client's tools it ended in (so the next prompt shows them before their results), and
+    the loop the stream validator stopped."""
     meta: dict[str, Any] = {}
     if answer.actions:
         meta["actions"] = [event_payload(a) for a in answer.actions]
     if answer.tool_calls:
         meta["tool_calls"] = answer.tool_calls
+    if answer.loop is not None:
+        meta["loop"] = answer.loop.to_json()
     return meta or None
 
 
@@ -100,6 +103,8 @@ async def persist(
         timings=timings,
         meta=_meta(answer),
         user_vector=started.user_vector,
+        recovery=None if answer.loop is None else {
+            **answer.loop.to_json(), "position": started.begun.assistant_position},
     )
     deadline = time.monotonic() + lease_ttl
     delay = 0.1

@@ -44,10 +44,12 @@ from orchestrator.lease import follow_policy
 from orchestrator.memory_recall import recall_into
 from orchestrator.outcome import (
     Complete,
+    Interrupted,
     error_of,
     stream_outcome,
 )
 from orchestrator.saving import log_outcome, persist, step_timings
+from orchestrator.stream_validator import ValidatorConfig
 
 log = logging.getLogger("jin.step")
 
@@ -67,6 +69,7 @@ class StepConfig:
     window_read_rows: int = 1000
     memory_tools: bool = True  # offer remember/forget to the brain (when a FactStore is wired)
     max_tool_rounds: int = 4  # model calls that may end in tool calls, per step
+    validator: ValidatorConfig = ValidatorConfig()  # a chat's settings override it
 
 
 @dataclass
@@ -281,7 +284,8 @@ async def run_step(
         monitor = asyncio.create_task(_monitor(deps, started, abort, answer))
         model_started = time.perf_counter()
         try:
-            rounds = Rounds(deps.config.memory_tools, deps.config.max_tool_rounds)
+            rounds = Rounds(deps.config.memory_tools, deps.config.max_tool_rounds,
+                            deps.config.validator.for_chat(started.chat.settings))
             async for event in stream_answer(
                 deps.brain, deps.facts, rounds, started.chat, plan, begun, abort, answer,
                 started.client_tools,
@@ -294,7 +298,7 @@ async def run_step(
     except BaseException as exc:  # the streaming boundary: how it ended becomes the outcome
         error = exc
     outcome = stream_outcome(error, abort.reason if abort.event.is_set() else None,
-                             answer.finished)
+                             answer.finished, answer.loop)
     log_outcome(begun.step_id, outcome, error)
     timings = step_timings(started, model_started, model_ended, answer, helper_ms)
     outcome = await persist(deps.steps, deps.counter, deps.config.lease_ttl, started, answer,
@@ -304,7 +308,8 @@ async def run_step(
     if error is not None and not isinstance(error, Exception):
         raise error  # a cancelled task or a closed stream: persisted as interrupted
     if (told := error_of(outcome)) is not None:
-        yield MessageError(message_id, *told)
+        preview = outcome.preview if isinstance(outcome, Interrupted) else None
+        yield MessageError(message_id, *told, preview=preview)
     yield MessageEnd(message_id, outcome.type, answer.usage)
     if deps.compactor is not None and isinstance(outcome, Complete) and not compacted:
         # (One pass a step: a chat that just compacted before the brain waits for the next.)
