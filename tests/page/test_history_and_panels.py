@@ -112,11 +112,11 @@ async def test_the_inspector_shows_each_section_against_the_budget_and_recalled_
         await page.locator("#input").fill(draft)
         await page.keyboard.press("Alt+i")
         view = page.locator("#context-view")
-        await expect(view.locator(".section")).to_have_count(7)
         chat_id = (await client.get("/v1/chats", params={"user_id": "u1"})).json()[
             "chats"][0]["id"]
         context = (await client.get(f"/v1/chats/{chat_id}/context",
                                     params={"message": draft})).json()
+        await expect(view.locator(".section")).to_have_count(len(context["sections"]))
 
     for section in context["sections"]:
         row = view.locator(f".section[data-name='{section['name']}']")
@@ -131,8 +131,11 @@ async def test_the_inspector_shows_each_section_against_the_budget_and_recalled_
     # The recalled fact, with each of its scores as the API gives them.
     [item] = [i for i in context["recalled"] if "Mochi" in i["text"]]
     row = view.locator(f".recalled-item[data-id='{item['id']}']")
-    for name in ("dense", "keyword", "recency", "weight"):
+    # Each search's own measure (cosine, BM25) and rank, then fusion, recency and weight.
+    for name in ("dense", "keyword", "fused", "recency", "weight"):
         await expect(row.locator(f".{name}")).to_have_text(f"{item['scores'][name]:.3f}")
+    for name in ("dense_rank", "keyword_rank"):
+        await expect(row.locator(f".{name}")).to_have_text(str(item["scores"][name]))
 
     # A section's exact text, on demand: the new message and the recalled memory fence.
     new = view.locator(".section[data-name='new_message']")

@@ -4,9 +4,13 @@ import { h, clear, formatNumber } from "./dom.js";
 
 const LABELS = {
   system: "system prompt", head: "first exchange", summary: "summary", history: "older history",
-  tail: "tail", memory: "recalled memory", new_message: "new message",
+  tail: "tail", memory: "recalled memory", recovery: "recovery note", new_message: "new message",
 };
-const SCORES = ["dense", "keyword", "recency", "weight", "total"];
+// Each search's own measure and its rank in that list (cosine similarity; BM25), what rank
+// fusion made of them, then recency, weight and the total the fence is ordered by.
+const SCORES = ["dense", "dense_rank", "keyword", "keyword_rank", "fused", "recency", "weight",
+  "total"];
+const HEADS = { dense_rank: "#", keyword_rank: "#" };
 
 export class Inspector {
   constructor(api, node) {
@@ -109,7 +113,7 @@ function recalled(context) {
     recall.query && `for “${recall.query.slice(0, 80)}”`].filter(Boolean).join(" · ");
   const items = context.recalled;
   const table = items.length ? h("table", { class: "recalled" },
-    h("thead", {}, h("tr", {}, h("th", {}, "item"), SCORES.map((k) => h("th", {}, k)))),
+    h("thead", {}, h("tr", {}, h("th", {}, "item"), SCORES.map((k) => h("th", {}, HEADS[k] || k)))),
     h("tbody", {}, items.map(recalledRow))) : h("p", { class: "quiet" }, "Nothing recalled.");
   return h("section", {}, head, h("p", { class: "quiet" }, about),
     recall.error ? h("p", { class: "warn" }, recall.error) : null, table);
@@ -120,11 +124,12 @@ function recalledRow(item) {
     h("td", { title: item.text },
       h("span", { class: "source" }, item.source === "fact" ? "fact" : item.role || item.source),
       " ", item.text.length > 160 ? `${item.text.slice(0, 160)}…` : item.text),
-    SCORES.map((k) => h("td", { class: `num ${k}` }, score(item.scores?.[k]))));
+    SCORES.map((k) => h("td", { class: `num ${k}` }, score(k, item.scores?.[k]))));
 }
 
-function score(value) {
-  return value === undefined ? "–" : Number(value).toFixed(3);
+function score(name, value) {
+  if (value === undefined || value === null) return "–";  // not in that list
+  return name.endsWith("_rank") ? String(value) : Number(value).toFixed(3);
 }
 
 function compaction(context) {
