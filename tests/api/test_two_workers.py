@@ -72,7 +72,9 @@ async def test_what_a_user_just_said_is_recalled_by_their_next_step_on_the_other
 ) -> None:
     # Read-your-writes: no wait between the two steps, 50 times, a new user each time (one fact
     # each: what is measured is whether it is there yet, not how it ranks among look-alikes).
-    # The indexer embeds in the background; the keyword side must not wait for it.
+    # The indexer embeds in the background; the keyword side must not wait for it. Every
+    # fifth time the user asks jin to remember it, as a durable fact (the fact store writes it
+    # whole, at once).
     a_url = (await asyncio.to_thread(workers)).url
     b_url = (await asyncio.to_thread(workers)).url
     found = 0
@@ -80,9 +82,15 @@ async def test_what_a_user_just_said_is_recalled_by_their_next_step_on_the_other
             httpx.AsyncClient(base_url=b_url, timeout=30) as b:
         for i in range(50):
             code = f"LCK-{1000 + i * 37}"
-            said = await new_chat(a, user_id=f"reader-{i}")
-            model.push(Reply(["Noted."]))
-            await stream_step(a, said, f"My locker code at gym number {i} is {code}")
+            said = f"My locker code at gym number {i} is {code}"
+            if i % 5 == 4:
+                remembered = await a.post("/v1/memories", json={
+                    "user_id": f"reader-{i}", "text": said})
+                assert remembered.status_code == 201, remembered.text
+            else:
+                chat = await new_chat(a, user_id=f"reader-{i}")
+                model.push(Reply(["Noted."]))
+                await stream_step(a, chat, said)
             asked = await new_chat(b, user_id=f"reader-{i}")
             model.push(Reply(["Here it is."]))
             await stream_step(b, asked, f"what is my locker code at gym number {i}?")
