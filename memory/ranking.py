@@ -79,7 +79,9 @@ class Candidate:
     role: str  # user / assistant for messages, "fact" for facts
     chat_id: uuid.UUID | None = None
     importance: float = 0.5
-    dense_rank: int | None = None  # 1-based rank in its dense list
+    # 1-based rank in its dense list; for a message, the better of its own and that of the best
+    # fact drawn from it (fact expansion), and the similarity or score that goes with that rank
+    dense_rank: int | None = None
     keyword_rank: int | None = None
     similarity: float | None = None  # cosine similarity to the query, in the dense list
     keyword_score: float | None = None  # BM25 score, in the keyword list
