@@ -2,7 +2,7 @@
 memory/evaluation/dataset.py), shaped like real chat histories rather than like a test.
 
     python -m bench.recall_conversations --out FILE.jsonl [--conversations 8] [--turns 400]
-        [--seed 0]
+        [--seed 0] [--fact-sources turn|session]
 
 Each conversation is two friends chatting over a year: 16-24 sessions days to two months apart,
 ~400 turns, most of them small talk. Both friends are people; imported into jin, as a two-person
@@ -24,6 +24,15 @@ The other friend's life has the same kinds of facts, and the small talk brushes 
 every 8) is in Russian and conversation 5 in Ukrainian, the rest in English ("lang" on each
 question; "age_days" says how old its newest evidence is). The output is a pure function of the
 arguments: the same seed gives the same bytes.
+
+Each planted line also comes with the fact a memory flush would draw from it (a "fact" line:
+"Anna adopted a pet, a ginger kitten", bench/talk.py `noted`), sourced from that turn: an oracle
+flush, what a perfect extractor would write, one fact a planted line and nothing of the small
+talk. A measurement of fact expansion on this set is therefore an upper bound of what expansion
+gives with a real helper model. jin's flush names every message of the compacted span as a
+fact's source; `--fact-sources session` gives each fact its whole session instead, nearer that.
+(The facts draw nothing from the generator: the turns and questions are those of a set without
+them.)
 """
 
 from __future__ import annotations
@@ -72,6 +81,7 @@ class Event:
     key: str
     speaker: int
     text: str
+    noted: str  # the fact a flush would write of it
 
 
 @dataclass
@@ -126,8 +136,10 @@ def plant_facts(rng: random.Random, talk: Talk, plan: Plan) -> None:
             fact = talk.facts[kind]
             key = f"{kind}/{s}"
             line, question = pair(rng, fact.said, fact.asked)
-            text = say(line, who, other, draw(rng, fact.fields))
-            plan.events[rng.randrange(n)].append(Event(key, s, text))
+            values = draw(rng, fact.fields)
+            text = say(line, who, other, values)
+            noted = say(talk.noted[kind], who, other, values)
+            plan.events[rng.randrange(n)].append(Event(key, s, text, noted))
             plan.questions.append({"keys": [key], "category": "single",
                                    "question": ask(question, who)})
 
@@ -143,8 +155,10 @@ def plant_changes(rng: random.Random, talk: Talk, plan: Plan) -> None:
         old, new = f"{kind}/{s}/old", f"{kind}/{s}/new"
         (said, before), (changed, now) = (pair(rng, change.said, change.asked_before),
                                           pair(rng, change.changed, change.asked_now))
-        plan.events[first].append(Event(old, s, say(said, who, other, values)))
-        plan.events[later].append(Event(new, s, say(changed, who, other, values)))
+        plan.events[first].append(Event(old, s, say(said, who, other, values),
+                                        say(talk.noted[f"{kind}/old"], who, other, values)))
+        plan.events[later].append(Event(new, s, say(changed, who, other, values),
+                                        say(talk.noted[f"{kind}/new"], who, other, values)))
         plan.questions.append({"keys": [new], "category": "updated",
                                "question": ask(now, who)})
         plan.questions.append({"keys": [old], "category": "previous",
@@ -166,7 +180,8 @@ def plant_series(rng: random.Random, talk: Talk, plan: Plan) -> None:
                 series.fields["item"].index(item)])
             keys.append(f"{kind}/{s}/{m}")
             line = rng.choice(series.said) if question != series.asked[-1] else keyed
-            plan.events[session].append(Event(keys[-1], s, say(line, who, other, values)))
+            plan.events[session].append(Event(keys[-1], s, say(line, who, other, values),
+                                              say(talk.noted[kind], who, other, values)))
         plan.questions.append({"keys": keys, "category": "multi",
                                "question": ask(question, who)})
 
@@ -185,7 +200,8 @@ def plant_topics(rng: random.Random, talk: Talk, plan: Plan) -> None:
         for m, (month, news) in enumerate(zip(chosen, rng.sample(topic.news, count),
                                               strict=True)):
             key = f"topic{number}/{s}/{m}"
-            plan.events[months[month]].append(Event(key, s, sentence(news)))
+            noted = say(talk.noted["news"], who, who, {"about": about, "news": sentence(news)})
+            plan.events[months[month]].append(Event(key, s, sentence(news), noted))
             if m < 2:  # most matters are asked about for two of their months
                 plan.questions.append({"keys": [key], "category": "temporal", "question": ask(
                     rng.choice(talk.asked_when), who, month_in=talk.months_in[month - 1],
@@ -237,10 +253,11 @@ def with_news(rng: random.Random, talk: Talk, who: dict[str, str], event: Event,
 
 
 def lay_out(rng: random.Random, talk: Talk, cid: str, plan: Plan, turns: int) -> tuple[
-        list[dict[str, Any]], dict[str, tuple[str, datetime]]]:
-    """Turn records, and each event's turn (id, created_at)."""
+        list[dict[str, Any]], dict[str, tuple[str, datetime]], list[tuple[Event, str]]]:
+    """Turn records, each event's turn (id, created_at), and each event with its turn id."""
     records: list[dict[str, Any]] = []
     placed: dict[str, tuple[str, datetime]] = {}
+    said_in: list[tuple[Event, str]] = []
     per_session = turns / len(plan.starts)
     for s, (start, events) in enumerate(zip(plan.starts, plan.events, strict=True)):
         first = rng.randrange(2)  # who opens the session
@@ -275,11 +292,30 @@ def lay_out(rng: random.Random, talk: Talk, cid: str, plan: Plan, turns: int) ->
                             "created_at": at.isoformat(timespec="seconds")})
             if j in slots:
                 placed[slots[j].key] = (tid, at)
+                said_in.append((slots[j], tid))
             at += timedelta(seconds=rng.randint(15, 240))
-    return records, placed
+    return records, placed, said_in
 
 
-def conversation(index: int, turns: int, seed: int) -> list[dict[str, Any]]:
+def facts(records: list[dict[str, Any]], said_in: list[tuple[Event, str]],
+          sources: str) -> list[dict[str, Any]]:
+    """A fact line for each planted line, at its turn's time: sourced from that turn, or from
+    every turn of its session (`sources` "session")."""
+    turns = {r["turn_id"]: r for r in records}
+    by_session: dict[str, list[str]] = {}
+    for r in records:
+        by_session.setdefault(r["session_id"], []).append(r["turn_id"])
+    out = []
+    for event, tid in said_in:
+        turn = turns[tid]
+        named = by_session[turn["session_id"]] if sources == "session" else [tid]
+        out.append({"type": "fact", "conversation_id": turn["conversation_id"],
+                    "text": event.noted, "sources": named, "created_at": turn["created_at"]})
+    return out
+
+
+def conversation(index: int, turns: int, seed: int, fact_sources: str = "turn"
+                 ) -> list[dict[str, Any]]:
     # One generator per conversation: adding conversations leaves the earlier ones unchanged.
     rng = random.Random(f"{seed}/{index}")
     lang = language(index)
@@ -297,7 +333,8 @@ def conversation(index: int, turns: int, seed: int) -> list[dict[str, Any]]:
     plant_topics(rng, talk, plan)
     for events in plan.events:
         rng.shuffle(events)
-    records, placed = lay_out(rng, talk, cid, plan, turns)
+    records, placed, said_in = lay_out(rng, talk, cid, plan, turns)
+    records += facts(records, said_in, fact_sources)
     for n, q in enumerate(plan.questions):
         evidence = [placed[key] for key in q["keys"]]
         newest = max(at for _, at in evidence)
@@ -310,11 +347,12 @@ def conversation(index: int, turns: int, seed: int) -> list[dict[str, Any]]:
     return records
 
 
-def generate(conversations: int = 8, turns: int = 400, seed: int = 0) -> list[dict[str, Any]]:
-    """Every record of the dataset, conversation by conversation, questions after turns."""
+def generate(conversations: int = 8, turns: int = 400, seed: int = 0,
+             fact_sources: str = "turn") -> list[dict[str, Any]]:
+    """Every record of the dataset, conversation by conversation: turns, facts, questions."""
     if conversations < 1 or turns < 100:
         raise ValueError("need at least 1 conversation and 100 turns a conversation")
-    return [r for i in range(conversations) for r in conversation(i, turns, seed)]
+    return [r for i in range(conversations) for r in conversation(i, turns, seed, fact_sources)]
 
 
 def write(path: str | Path, records: list[dict[str, Any]]) -> None:
@@ -329,14 +367,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--conversations", type=int, default=8)
     parser.add_argument("--turns", type=int, default=400, help="about this many a conversation")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fact-sources", choices=("turn", "session"), default="turn",
+                        help="what each fact names as its source: its turn, or its session")
     args = parser.parse_args(argv)
     try:
-        records = generate(args.conversations, args.turns, args.seed)
+        records = generate(args.conversations, args.turns, args.seed, args.fact_sources)
     except ValueError as exc:
         parser.error(str(exc))
     write(args.out, records)
-    questions = sum(r["type"] == "question" for r in records)
-    print(f"wrote {len(records) - questions} turns and {questions} questions to {args.out}")
+    kinds = [r["type"] for r in records]
+    print(f"wrote {kinds.count('turn')} turns, {kinds.count('fact')} facts and "
+          f"{kinds.count('question')} questions to {args.out}")
 
 
 if __name__ == "__main__":

@@ -72,3 +72,7 @@ class Talk:
     series: dict[str, Series]
     topics: tuple[Topic, ...]
     asked_when: tuple[str, ...]  # temporal questions: {name}, {gen}, {month_in}, {about}
+    # What a memory flush would write of each planted line: a short third-person sentence, by
+    # kind (a change's "kind/old" and "kind/new"; "news" for a topic's, over {about} and
+    # {news}), taking the speaker's fields and the fact's values.
+    noted: dict[str, str] = field(default_factory=dict)

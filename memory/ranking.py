@@ -42,6 +42,11 @@ class RecallConfig:
     min_similarity: float = 0.1
     min_keyword: float = 0.3
     rrf_k: int = 60
+    # A message is also found through the current facts drawn from it (their
+    # `source_message_ids`): in each list, it takes the better of its own rank and the best such
+    # fact's (memory/recall_store.py). The facts the memory flush writes become extra keys for
+    # the turns they came from, in the words of the extraction rather than of the chat.
+    fact_expansion: bool = True
     dense_weight: float = 1.0
     keyword_weight: float = 1.0
     freshness_days: float = 14.0  # no decay inside this window
@@ -74,7 +79,9 @@ class Candidate:
     role: str  # user / assistant for messages, "fact" for facts
     chat_id: uuid.UUID | None = None
     importance: float = 0.5
-    dense_rank: int | None = None  # 1-based rank in its dense list
+    # 1-based rank in its dense list; for a message, the better of its own and that of the best
+    # fact drawn from it (fact expansion), and the similarity or score that goes with that rank
+    dense_rank: int | None = None
     keyword_rank: int | None = None
     similarity: float | None = None  # cosine similarity to the query, in the dense list
     keyword_score: float | None = None  # BM25 score, in the keyword list

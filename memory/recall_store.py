@@ -165,9 +165,23 @@ def _dense(name: str, nearest_rows: str, key: str) -> str:
 )"""
 
 
+# Expansion (`RecallConfig.fact_expansion`): a current fact found by either list is also a key of
+# the messages it was drawn from (`source_message_ids`: what the memory flush read), so a message
+# said in other words than the question is found through what was extracted from it. Each such
+# message takes, in each list, the better of its own rank and that of the best fact naming it; only
+# messages the user may recall (`{recallable}`: of the user, not shown, not hidden).
+_EXPANDED = """xm AS MATERIALIZED (
+    SELECT s.id, min(f.dense) AS dense, min(f.keyword) AS keyword, min(f.d) AS d,
+           max(f.score) AS score
+    FROM (SELECT id, df.r AS dense, kf.r AS keyword, df.d, kf.score
+          FROM df FULL JOIN kf USING (id)) f
+    JOIN {facts} o ON o.id = f.id, unnest(o.source_message_ids) s(id)
+    WHERE :expand AND {recallable}
+    GROUP BY s.id
+)"""
 _LISTS = ", ".join([_dense("dm", "{dense}", "message_id"), _bm25("km", "{keyword}", "{docs}"),
                     _dense("df", "{dense_facts}", "id"),
-                    _bm25("kf", "{keyword_facts}", "{fact_docs}")])
+                    _bm25("kf", "{keyword_facts}", "{fact_docs}"), _EXPANDED])
 _CANDIDATES = f"""
 WITH {{rows}}{_QUERY_TERMS}{_LISTS}
 (SELECT * FROM (
@@ -175,8 +189,9 @@ WITH {{rows}}{_QUERY_TERMS}{_LISTS}
            m.chat_id, 0.5::float8 AS importance, r.dense AS dense_rank,
            r.keyword AS keyword_rank, 1 - r.d AS similarity, r.score AS keyword_score,
            NULL::bool AS indexed
-    FROM (SELECT id, dm.r AS dense, km.r AS keyword, dm.d, km.score
-          FROM dm FULL JOIN km USING (id)) r
+    FROM (SELECT id, least(dm.r, xm.dense) AS dense, least(km.r, xm.keyword) AS keyword,
+                 least(dm.d, xm.d) AS d, greatest(km.score, xm.score) AS score
+          FROM dm FULL JOIN km USING (id) FULL JOIN xm USING (id)) r
     JOIN messages m ON m.id = r.id
     UNION ALL
     SELECT 'fact', f.id, f.text, f.updated_at, 'fact', NULL, f.importance, r.dense, r.keyword,
@@ -206,10 +221,15 @@ def _candidates(**parts: str) -> str:
     return statement
 
 
+# A message named by a fact, if the user may recall it: found by the primary key, in the owner's
+# partition.
+_RECALLABLE_MESSAGE = (f"EXISTS (SELECT 1 FROM message_embeddings e WHERE e.message_id = s.id "
+                       f"AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN})")
 _FOR_ANY_USER = text(_candidates(rows="", dense=_DENSE_SPLIT, keyword=_KEYWORD,
                                  dense_facts=_DENSE_FACTS_SPLIT, keyword_facts=_KEYWORD_FACTS,
                                  facts="memories", docs=_owned("messages", "message_embeddings"),
-                                 fact_docs=_owned("facts", "memories")))
+                                 fact_docs=_owned("facts", "memories"),
+                                 recallable=_RECALLABLE_MESSAGE))
 # `_FOR_ANY_USER` must be planned for its user: how many rows the user owns decides between the
 # HNSW index (a large owner) and the owner index with an exact scan (a small one). The generic
 # plan that connections make of their statements (db/engine.py) is one plan for every user: an
@@ -243,7 +263,7 @@ def for_small_users(n: int, scan: int, rows: int) -> TextClause:
     WHERE (:dense OR :keyword) AND {_OWNER} AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
 ), uf AS MATERIALIZED (
     SELECT id, embedding <=> :qv AS d, embedding IS NOT NULL AS has_vector, content_tsv AS tsv,
-           text, updated_at, importance
+           text, updated_at, importance, source_message_ids
     FROM memories WHERE (:dense OR :keyword) AND {_OWNER} AND valid_to IS NULL
 ), """
     keyword = f"""
@@ -263,7 +283,8 @@ def for_small_users(n: int, scan: int, rows: int) -> TextClause:
         dense="SELECT id AS message_id, d FROM um WHERE :dense AND d IS NOT NULL "
               "ORDER BY d LIMIT :n",
         dense_facts="SELECT id, d FROM uf WHERE :dense AND has_vector ORDER BY d LIMIT :n",
-        docs="SELECT count(*) FROM um", fact_docs="SELECT count(*) FROM uf")
+        docs="SELECT count(*) FROM um", fact_docs="SELECT count(*) FROM uf",
+        recallable="s.id IN (SELECT id FROM um)")
     statement = statement.replace("to_tsquery('jin_search', :q)",
                                   "(SELECT to_tsquery('jin_search', :q))")
     return text(re.sub(r":scan\b", str(int(scan)), re.sub(r":n\b", str(int(n)), statement)))
@@ -424,7 +445,7 @@ def _scoring(cfg: RecallConfig, now: datetime) -> dict[str, Any]:
         "fresh": cfg.freshness_days, "now": now, "w_fact": cfg.fact_weight,
         "w_assistant": cfg.assistant_weight, "shortlist": SHORTLIST * cfg.max_items,
         "k1": cfg.bm25_k1, "b": cfg.bm25_b, "min_similarity": cfg.min_similarity,
-        "min_keyword": cfg.min_keyword,
+        "min_keyword": cfg.min_keyword, "expand": cfg.fact_expansion,
     }
 
 

@@ -25,6 +25,8 @@ LAYERS: dict[str, Ablation] = {
     "fusion-keyword": lambda c: replace(c, mode="dense"),
     # Only the handling of a moment the question names (memory/time_focus.py) left out.
     "focus": lambda c: replace(c, focus_floor=max(c.recency_floor, c.focus_floor)),
+    # Facts are no keys of the messages they were drawn from (memory/recall_store.py).
+    "expansion": lambda c: replace(c, fact_expansion=False),
     # No relevance floor: every item either search returns stays a candidate.
     "floor": lambda c: replace(c, min_similarity=-1.0, min_keyword=0.0),
 }

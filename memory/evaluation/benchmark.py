@@ -4,7 +4,10 @@ Every conversation is ingested as one user, each session as one chat of that use
 chat store's import (the rows and their recall queue entries in one statement) and the indexer
 that serving workers run. Each question is then asked through the recall path a step uses
 (PostgresRecall: embed the query, the hybrid statement, ranking), as of the question's
-`asked_at`. Data goes under a tenant of its own, removed at the end unless `keep`.
+`asked_at`. A dataset's facts (what a memory flush would have drawn from their source turns)
+are written through the fact store, with those turns' messages as sources and the facts' own
+times; a fact in the results is not a turn, so it never counts as evidence (the message it
+expands does). Data goes under a tenant of its own, removed at the end unless `keep`.
 
 Beside jin's modes, in the same run: plain baselines over the same turns of each conversation
 (every turn of the user, which is what jin's recall can see), BM25 on their words and cosine on
@@ -48,6 +51,7 @@ from memory.evaluation.scores import (
 from memory.indexer import Indexer
 from memory.ranking import Mode, RecallConfig, RecallQuery
 from memory.recall_store import PostgresRecall
+from memory.store import PostgresFactStore
 
 MODES: tuple[Mode, ...] = ("hybrid", "dense", "keyword")
 
@@ -107,6 +111,34 @@ async def _ask(
         results = [turn_of[item.id] for item in result.items if item.id in turn_of]
         rows.append(QuestionRun.of(question, results, latency))
     return rows, time.perf_counter() - started
+
+
+_OWNERS = text("SELECT message_id, user_id FROM message_embeddings WHERE tenant_id = :t")
+# A fact as of the time the flush would have written it (the fact store stamps now()).
+_DATED = text("UPDATE memories SET created_at = :at, valid_from = :at, updated_at = :at "
+              "WHERE id = :id")
+
+
+async def _remember(
+    engine: AsyncEngine, embedder: Embedder, embedder_name: str, dataset: Dataset,
+    tenant: str, turn_of: dict[uuid.UUID, str],
+) -> int:
+    """Write the dataset's facts, oldest first, as the memory flush would; how many."""
+    if not dataset.facts:
+        return 0
+    async with connect(engine) as conn:
+        owners = await fetch(conn, _OWNERS, {"t": tenant})
+    message_of = {(row["user_id"], turn_of[row["message_id"]]): row["message_id"]
+                  for row in owners if row["message_id"] in turn_of}
+    store = PostgresFactStore(engine, embedder, embedder_name)
+    for fact in sorted(dataset.facts, key=lambda f: f.created_at):
+        cid = fact.conversation_id
+        sources = [message_of[(cid, turn)] for turn in fact.sources]
+        written = await store.write(tenant, cid, [fact.text], sources, origin="flush")
+        async with connect(engine) as conn:
+            for w in written:
+                await fetch(conn, _DATED, {"at": fact.created_at, "id": w.id})
+    return len(dataset.facts)
 
 
 TOP = 20  # results scored per question, for jin and the baselines alike
@@ -246,8 +278,9 @@ async def run_recall_benchmark(
         turn_of = await ingest(dataset, tenant, progress("ingest sessions", sessions))
         index_s = await _index(Indexer(engine, embedder, embedder_name),
                                progress("index messages", len(turn_of)))
+        facts = await _remember(engine, embedder, embedder_name, dataset, tenant, turn_of)
         print(f"dataset {plan.dataset}: {len(dataset.conversations)} conversations, "
-              f"{len(turn_of)} turns, {len(dataset.questions)} questions; embedder "
+              f"{len(turn_of)} turns, {facts} facts, {len(dataset.questions)} questions; embedder "
               f"{embedder_name}; indexed in {index_s:.1f} s "
               f"({len(turn_of) / max(index_s, 1e-9):.0f} messages/s)")
         # The whole ranked list, up to 20, is scored: no token cut for a benchmark.
@@ -279,3 +312,5 @@ async def run_recall_benchmark(
         if not plan.keep:
             async with engine.begin() as conn:  # messages and their vectors go with the chats
                 await conn.execute(text("DELETE FROM chats WHERE tenant_id = :t"), {"t": tenant})
+                await conn.execute(text("DELETE FROM memories WHERE tenant_id = :t"),
+                                   {"t": tenant})

@@ -6,10 +6,13 @@ A dataset is JSON Lines, one object a line:
      "created_at"}
     {"type": "question", "question_id", "conversation_id", "question", "asked_at",
      "evidence": [turn ids], "category": optional, "lang": optional}
+    {"type": "fact", "conversation_id", "text", "sources": [turn ids], "created_at"}
 
-A conversation is one user, a session one chat of that user. Timestamps are ISO-8601 with a
-timezone. Turn ids need be unique only within their conversation (a dataset may reuse ids like
-"D1:3" across conversations). Fields not named here are ignored.
+A conversation is one user, a session one chat of that user. A fact (optional) is what the
+memory flush would have drawn from its source turns; the benchmark writes it through the fact
+store, with those turns' messages as its sources. A fact is not a turn: it is never evidence.
+Timestamps are ISO-8601 with a timezone. Turn ids need be unique only within their conversation
+(a dataset may reuse ids like "D1:3" across conversations). Fields not named here are ignored.
 """
 
 from __future__ import annotations
@@ -61,13 +64,23 @@ class Question:
 
 
 @dataclass(frozen=True)
+class Fact:
+    conversation_id: str
+    text: str
+    sources: tuple[str, ...]  # turn ids of its conversation
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class Dataset:
     conversations: dict[str, Conversation]  # in the order of their first line
     questions: tuple[Question, ...]
+    facts: tuple[Fact, ...] = ()
 
 
 _TURN_FIELDS = ("conversation_id", "turn_id", "session_id", "role", "content", "created_at")
 _QUESTION_FIELDS = ("question_id", "conversation_id", "question", "asked_at", "evidence")
+_FACT_FIELDS = ("conversation_id", "text", "sources", "created_at")
 
 
 def json_record(line: str, n: int) -> dict[str, Any]:
@@ -85,7 +98,7 @@ def _fields(record: dict[str, Any], names: tuple[str, ...], n: int) -> None:
     if missing:
         raise ValueError(f"line {n}: {record['type']} is missing {', '.join(missing)}")
     for name in names:
-        if name != "evidence" and not isinstance(record[name], str):
+        if name not in ("evidence", "sources") and not isinstance(record[name], str):
             raise ValueError(f"line {n}: {name} must be a string")
     for name in ("category", "lang"):
         if record.get(name) is not None and not isinstance(record[name], str):
@@ -125,7 +138,18 @@ def _question(record: dict[str, Any], n: int) -> Question:
     )
 
 
-def _assemble(turns: list[tuple[int, Turn]], questions: list[tuple[int, Question]]) -> Dataset:
+def _fact(record: dict[str, Any], n: int) -> Fact:
+    _fields(record, _FACT_FIELDS, n)
+    sources = record["sources"]
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        raise ValueError(f"line {n}: sources must be a list of turn ids (strings)")
+    return Fact(conversation_id=record["conversation_id"], text=record["text"],
+                sources=tuple(sources),
+                created_at=_timestamp(record["created_at"], "created_at", n))
+
+
+def _assemble(turns: list[tuple[int, Turn]], questions: list[tuple[int, Question]],
+              facts: list[tuple[int, Fact]]) -> Dataset:
     sessions: dict[str, dict[str, list[Turn]]] = {}
     ids: dict[str, set[str]] = {}
     for n, turn in turns:
@@ -147,21 +171,31 @@ def _assemble(turns: list[tuple[int, Turn]], questions: list[tuple[int, Question
         if unknown:
             raise ValueError(f"line {n}: evidence {', '.join(map(repr, unknown))} is not a turn "
                              f"of conversation {question.conversation_id!r}")
+    for n, fact in facts:
+        if fact.conversation_id not in ids:
+            raise ValueError(f"line {n}: conversation {fact.conversation_id!r} has no turns")
+        unknown = [s for s in fact.sources if s not in ids[fact.conversation_id]]
+        if unknown:
+            raise ValueError(f"line {n}: source {', '.join(map(repr, unknown))} is not a turn "
+                             f"of conversation {fact.conversation_id!r}")
     conversations = {
         cid: Conversation(cid, tuple(Session(sid, tuple(ts)) for sid, ts in by_session.items()))
         for cid, by_session in sessions.items()
     }
-    return Dataset(conversations=conversations, questions=tuple(q for _, q in questions))
+    return Dataset(conversations=conversations, questions=tuple(q for _, q in questions),
+                   facts=tuple(f for _, f in facts))
 
 
 def parse_dataset(lines: Iterable[str]) -> Dataset:
-    """Turns grouped by conversation and session in file order, and the questions.
+    """Turns grouped by conversation and session in file order, the questions and the facts.
 
     Raises ValueError naming the line for bad JSON, an unknown type, a missing or mistyped
-    field, a timestamp without timezone, a repeated id, or evidence outside its conversation.
+    field, a timestamp without timezone, a repeated id, or evidence or a fact's source outside
+    its conversation.
     """
     turns: list[tuple[int, Turn]] = []
     questions: list[tuple[int, Question]] = []
+    facts: list[tuple[int, Fact]] = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -171,9 +205,12 @@ def parse_dataset(lines: Iterable[str]) -> Dataset:
             turns.append((n, _turn(record, n)))
         elif kind == "question":
             questions.append((n, _question(record, n)))
+        elif kind == "fact":
+            facts.append((n, _fact(record, n)))
         else:
-            raise ValueError(f"line {n}: unknown type {kind!r} (expected 'turn' or 'question')")
-    return _assemble(turns, questions)
+            raise ValueError(f"line {n}: unknown type {kind!r} "
+                             "(expected 'turn', 'question' or 'fact')")
+    return _assemble(turns, questions, facts)
 
 
 def load_dataset(path: str | Path) -> Dataset:

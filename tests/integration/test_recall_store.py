@@ -191,16 +191,18 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
 ) -> None:
     """Recall's statement scores its candidates as the ranking does and sends only the best: for
     a user with more candidates than that, in every mode and with either form of the statement,
-    they are exactly the ones the ranking would have put first among all of them."""
+    they are exactly the ones the ranking would have put first among all of them. The facts
+    name messages as their sources, so the messages' ranks are expanded ones too."""
     topics = ["boat", "garden", "invoice", "flight", "piano", "kitchen"]
     lines = [f"the {topics[i % 6]} note {i}: the {topics[(i * 5) % 6]} plan and the budget"
              for i in range(70)]
-    await import_chat(engine, "t", "ana", lines)
+    _, ids = await import_chat(engine, "t", "ana", lines)
     while await Indexer(engine, minilm, minilm.name).drain_once():
         pass
     facts = PostgresFactStore(engine, minilm, minilm.name)
-    await facts.remember("t", "ana", [f"ana's {t} fact {i}: the plan" for i, t in
-                                      enumerate(topics * 4)], [])
+    for i, t in enumerate(topics * 4):
+        await facts.remember("t", "ana", [f"ana's {t} fact {i}: the plan"],
+                             [ids[(i * 7) % 70], ids[(i * 11 + 3) % 70]])
     async with engine.begin() as conn:  # ages from today to a year back, importance 0.1-0.9
         await conn.execute(text(
             "UPDATE messages SET created_at = CAST(:t0 AS timestamptz) "
@@ -235,8 +237,9 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
                 assert len(best) == SHORTLIST * items < len(every), (small, mode)
                 assert ({c.id for c in best} == {c.id for c in ranked[: len(best)]}), (
                     small, mode, items)
-    # Both forms find the same nearest messages and facts, in the same order.
-    assert dense_lists[True] == dense_lists[False] and len(dense_lists[True]) == 30 + 24
+    # Both forms find the same nearest messages and facts, in the same order; and messages
+    # beyond the 30 nearest, through the facts drawn from them.
+    assert dense_lists[True] == dense_lists[False] and len(dense_lists[True]) > 30 + 24
 
 
 async def test_a_forgotten_or_superseded_fact_is_never_recalled_in_either_form(
@@ -331,3 +334,62 @@ async def test_keyword_search_finds_russian_and_ukrainian_inflected_forms(
             if not found.items or found.items[0].text != row:
                 missed.append((form, [i.text for i in found.items]))
     assert not missed
+
+
+async def test_a_message_is_found_through_the_current_facts_drawn_from_it_in_either_form(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    """Fact expansion: a turn that shares neither words nor meaning with the question is found
+    through the fact the memory flush drew from it, and only through a current fact of the
+    same user."""
+    said = "Thursday evenings are hard now, my fingers ache and the neighbours must hate me."
+    near = ["My cousin plays the guitar in a band", "The music shop sells old pianos cheaply",
+            "We went to a violin concert on Friday", "Drums are too loud for a flat",
+            "A friend of mine teaches the flute", "The orchestra played Brahms last night",
+            "Saw a saxophone player in the metro", "My nephew wants a keyboard for his birthday",
+            "That jazz trumpet solo was unreal", "Harps are so expensive, who knew"]
+    _, ids = await import_chat(engine, "t", "ana", [*near[:5], said, *near[5:]])
+    far = ids[5]
+    while await Indexer(engine, minilm, minilm.name).drain_once():
+        pass
+    question = "Which instrument is Ana learning?"
+    on = RecallConfig(candidates=5, max_items=5)
+    off = replace(on, fact_expansion=False)
+
+    def fresh() -> PostgresRecall:
+        return PostgresRecall(engine, minilm, lambda s: len(s.split()), on)
+
+    knows = fresh()
+    await knows.recall(RecallQuery("t", "ana", "hello"))  # from now on it knows Ana is small
+
+    async def found(user: str, cfg: RecallConfig, **query: object) -> dict[uuid.UUID, str]:
+        """Item id -> text, in both forms of the statement (which must agree)."""
+        items = []
+        for recall in (fresh(), knows):
+            result = await recall.recall(RecallQuery("t", user, question, **query), cfg)
+            items.append({i.id: i.text for i in result.items})
+        assert items[0] == items[1]
+        return items[0]
+
+    assert far not in await found("ana", on)  # no fact yet: too far from the question
+    # Another user's fact naming Ana's message expands nothing, for either of them.
+    bo = PostgresFactStore(engine, minilm, minilm.name)
+    await bo.remember("t", "bo", ["Ana is learning to play the cello"], [far])
+    assert far not in await found("ana", on)
+    assert far not in await found("bo", on)
+
+    facts = PostgresFactStore(engine, minilm, minilm.name)
+    [fact] = await facts.write("t", "ana", ["Ana is learning to play the cello"], [far],
+                               origin="flush")
+    assert far in await found("ana", on)
+    assert fact.id in await found("ana", on)  # the fact itself too
+    assert far not in await found("ana", off)
+    assert far not in await found("ana", on, exclude=(far,))  # the window shows it
+    # A paraphrase supersedes the fact and inherits its sources: found through the new one.
+    [new] = await facts.write("t", "ana", ["Ana is learning to play the cello!"], [],
+                              origin="tool")
+    assert new.action == "superseded"
+    got = await found("ana", on)
+    assert far in got and new.id in got and fact.id not in got
+    assert await facts.forget("t", "ana", fact_id=new.id)
+    assert far not in await found("ana", on)  # a forgotten fact is no key

@@ -118,3 +118,24 @@ def test_one_conversation_is_russian_and_one_ukrainian(dataset: Dataset) -> None
 def test_small_talk_is_varied(dataset: Dataset) -> None:
     lines = [t.content for c in dataset.conversations.values() for t in c.turns()]
     assert len(set(lines)) > 0.6 * len(lines)
+
+
+def test_every_planted_line_has_the_fact_a_flush_would_draw_from_it(dataset: Dataset) -> None:
+    turns = turns_by_id(dataset)
+    by_source = {(f.conversation_id, f.sources): f for f in dataset.facts}
+    assert len(by_source) == len(dataset.facts)  # one fact a planted line
+    for question in dataset.questions:
+        for turn_id in question.evidence:
+            fact = by_source[(question.conversation_id, (turn_id,))]
+            turn = turns[(question.conversation_id, turn_id)]
+            assert fact.created_at == turn.created_at
+            assert fact.text != turn.content and "{" not in fact.text
+
+
+def test_facts_can_name_their_whole_session_as_a_flush_of_it_would(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    write(path, generate(conversations=2, turns=150, fact_sources="session"))
+    spans = load_dataset(path)
+    sessions = {(c.conversation_id, tuple(t.turn_id for t in s.turns))
+                for c in spans.conversations.values() for s in c.sessions}
+    assert spans.facts and all((f.conversation_id, f.sources) in sessions for f in spans.facts)

@@ -131,6 +131,10 @@ QUESTION = {"type": "question", "question_id": "q1", "conversation_id": "c1",
             "evidence": ["t1"]}
 
 
+FACT = {"type": "fact", "conversation_id": "c1", "text": "The user's sister lives in Lviv",
+        "sources": ["t1"], "created_at": "2026-01-05T10:05:00+02:00"}
+
+
 def write_lines(path: Path, records: list[dict | str]) -> Path:
     lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -146,8 +150,13 @@ def test_load_dataset_groups_turns_by_conversation_and_session(tmp_path: Path) -
         {**TURN, "conversation_id": "c2"},
         {**QUESTION, "evidence": ["t3"], "category": "updated", "lang": "en"},
         {**QUESTION, "question_id": "q2", "conversation_id": "c2"},
+        FACT,
     ]
     dataset = load_dataset(write_lines(tmp_path / "d.jsonl", records))
+    [fact] = dataset.facts
+    assert (fact.conversation_id, fact.text, fact.sources) == (
+        "c1", "The user's sister lives in Lviv", ("t1",))
+    assert fact.created_at.isoformat() == "2026-01-05T10:05:00+02:00"
     assert list(dataset.conversations) == ["c1", "c2"]
     c1 = dataset.conversations["c1"]
     assert [(s.session_id, [t.turn_id for t in s.turns]) for s in c1.sessions] == [
@@ -182,6 +191,10 @@ def test_load_dataset_groups_turns_by_conversation_and_session(tmp_path: Path) -
         ({**QUESTION, "evidence": ["t9"]}, r"line 2: evidence 't9' is not a turn of"),
         ({**QUESTION, "conversation_id": "c9"}, r"line 2: conversation 'c9' has no turns"),
         (TURN, r"line 2: turn 't1' appears twice in conversation 'c1'"),
+        ({k: v for k, v in FACT.items() if k != "sources"}, r"line 2: fact is missing sources"),
+        ({**FACT, "sources": "t1"}, r"line 2: sources must be a list"),
+        ({**FACT, "sources": ["t1", "t9"]}, r"line 2: source 't9' is not a turn of"),
+        ({**FACT, "text": None}, r"line 2: text must be a string"),
     ],
 )
 def test_load_dataset_names_the_bad_line(tmp_path: Path, bad: dict | str, message: str) -> None:
