@@ -221,7 +221,8 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
         for mode in ("hybrid", "dense", "keyword"):
             # No relevance floor: enough candidates for every cut (the floor is the lists').
             everything = RecallConfig(mode=mode, max_items=1000,  # type: ignore[arg-type]
-                                      min_similarity=0.0, min_keyword=0.0)
+                                      min_similarity=0.0, min_keyword=0.0,
+                                      fact_expansion=True)
             query = "what was the garden and boat budget plan"
             vector = (await minilm.embed_query([query]))[0] if mode != "keyword" else None
             now = T0 + timedelta(days=3)
@@ -353,7 +354,7 @@ async def test_a_message_is_found_through_the_current_facts_drawn_from_it_in_eit
     while await Indexer(engine, minilm, minilm.name).drain_once():
         pass
     question = "Which instrument is Ana learning?"
-    on = RecallConfig(candidates=5, max_items=5)
+    on = RecallConfig(candidates=5, max_items=5, fact_expansion=True)
     off = replace(on, fact_expansion=False)
 
     def fresh() -> PostgresRecall:
