@@ -38,7 +38,6 @@ them.)
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from bench.recall_dataset import write
 from bench.talk import Talk
 from bench.talk_en import EN
 from bench.talk_ru import RU
@@ -353,12 +353,6 @@ def generate(conversations: int = 8, turns: int = 400, seed: int = 0,
     if conversations < 1 or turns < 100:
         raise ValueError("need at least 1 conversation and 100 turns a conversation")
     return [r for i in range(conversations) for r in conversation(i, turns, seed, fact_sources)]
-
-
-def write(path: str | Path, records: list[dict[str, Any]]) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:

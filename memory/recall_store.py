@@ -60,8 +60,7 @@ _NOT_HIDDEN = (
 # history. They rank like BM25 (below). Each list keeps only the rows that reach the relevance
 # floor (`RecallConfig.min_similarity`, a cosine similarity; `min_keyword`, a share of the best
 # keyword match's score, since BM25's scale grows with the user's history), ranked among
-# themselves. The
-# statement comes in two forms (migration 0008, memory/hnsw_membership.py). For any user (`_FOR_ANY_
+# themselves. The statement comes in two forms (migration 0008, memory/hnsw_membership.py). For any user (`_FOR_ANY_
 # USER`, planned for its parameters: `_PLANNED_FOR_ITS_USER`): the dense lists read the rows in the
 # HNSW index (`ann`), only if the user's rows go there, and the others by an exact scan. For a user
 # known to be small (`for_small_users`): exact scans, and a statement written to have one plan
@@ -109,8 +108,8 @@ SCORE = """(((CASE WHEN dense_rank IS NULL THEN 0
 # Postgres ships no BM25 and the embedded server no extension for it, so it is computed here from
 # the full-text vectors of the matching rows, their lexemes being the tokens (stop words left
 # out). A term's document frequency is exact: every row that holds a term matches the OR of the
-# terms, so it is among the matches (of those `:scan` keeps). The number of rows is the user's
-# count in `recall_owners` (what the indexer has written), or all of a small user's rows; the
+# terms, so it is among the matches (of those `:scan` keeps). The number of rows is, for a user
+# in the HNSW indexes, their count in `recall_owners`, and for any other, counted (`_owned`); the
 # average length is that of the matching rows. The query's terms are its words' lexemes (stemmed
 # as the rows were) and the prefixes of its Cyrillic words (`keyword_query`), a prefix matching
 # every lexeme it begins. (tests/integration/test_recall_store.py checks the scores against a
