@@ -60,9 +60,9 @@ _NOT_HIDDEN = (
 # history. They rank like BM25 (below). Each list keeps only the rows that reach the relevance
 # floor (`RecallConfig.min_similarity`, a cosine similarity; `min_keyword`, a share of the best
 # keyword match's score, since BM25's scale grows with the user's history), ranked among
-# themselves. The statement comes in two forms (migration 0008, memory/hnsw_membership.py). For any user (`_FOR_ANY_
-# USER`, planned for its parameters: `_PLANNED_FOR_ITS_USER`): the dense lists read the rows in the
-# HNSW index (`ann`), only if the user's rows go there, and the others by an exact scan. For a user
+# themselves. The statement comes in two forms (migration 0008, memory/hnsw_membership.py). For
+# any user (`_FOR_ANY_USER`, planned for its parameters: `_PLANNED_FOR_ITS_USER`): the dense
+# lists read the rows in the HNSW index (`ann`), only if the user's rows go there, and the others by an exact scan. For a user
 # known to be small (`for_small_users`): exact scans, and a statement written to have one plan
 # whatever the user, so that it is planned once per connection (the generic plans every connection
 # makes, db/engine.py) instead of on every call. Every answer says whether the user's rows go into
