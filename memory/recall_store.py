@@ -57,18 +57,18 @@ _NOT_HIDDEN = (
 # own (MATERIALIZED: each is cut by its own LIMIT, so nothing outside could narrow it): planning
 # 0.50 -> 0.43 ms, same rows. The keyword lists rank only the newest `:scan` matches: a common word
 # can match most of a large user's rows, and ranking them all would make recall grow with the user's
-# history. They rank like BM25 (below). Each list keeps only the rows that reach the relevance
-# floor (`RecallConfig.min_similarity`, a cosine similarity; `min_keyword`, a share of the best
-# keyword match's score, since BM25's scale grows with the user's history), ranked among
-# themselves. The statement comes in two forms (migration 0008, memory/hnsw_membership.py). For
-# any user (`_FOR_ANY_USER`, planned for its parameters: `_PLANNED_FOR_ITS_USER`): the dense
-# lists read the rows in the HNSW index (`ann`), only if the user's rows go there, and the others by an exact scan. For a user
-# known to be small (`for_small_users`): exact scans, and a statement written to have one plan
-# whatever the user, so that it is planned once per connection (the generic plans every connection
-# makes, db/engine.py) instead of on every call. Every answer says whether the user's rows go into
-# the indexes (a row of its own, `indexed`), which tells the next recall which form to take; the
-# second form finds every row even of a user who has grown since (slowly, by exact scans), and says
-# so.
+# history. They rank like BM25 (below). Each list keeps only the rows that reach the relevance floor
+# (`RecallConfig.min_similarity`, a cosine similarity; `min_keyword`, a share of the best keyword
+# match's score, since BM25's scale grows with the user's history), ranked among themselves. The
+# statement comes in two forms (migration 0008, memory/hnsw_membership.py). For any user
+# (`_FOR_ANY_USER`, planned for its parameters: `_PLANNED_FOR_ITS_USER`): the dense lists read the
+# rows in the HNSW index (`ann`), only if the user's rows go there, and the others by an exact scan.
+# For a user known to be small (`for_small_users`): exact scans, and a statement written to have one
+# plan whatever the user, so that it is planned once per connection (the generic plans every
+# connection makes, db/engine.py) instead of on every call. Every answer says whether the user's
+# rows go into the indexes (a row of its own, `indexed`), which tells the next recall which form to
+# take; the second form finds every row even of a user who has grown since (slowly, by exact scans),
+# and says so.
 _USER_INDEXED = f"EXISTS (SELECT 1 FROM recall_owners WHERE {_OWNER} AND ann)"
 # A row without a vector is a message still waiting for the indexer (migration 0011): found by
 # keyword only, until its vector is written.
