@@ -17,6 +17,7 @@ from llm.ports import TokenCounter
 from orchestrator.answer import Answer
 from orchestrator.events import event_payload
 from orchestrator.outcome import Failed, Interrupted, Outcome, error_of
+from orchestrator.translation import Translated
 
 if TYPE_CHECKING:
     from orchestrator.step import Started
@@ -36,7 +37,10 @@ def step_timings(
     first_token_ms - model_first_token_ms - embed_ms."""
     now = time.perf_counter()
     total = (now - started.received_at) * 1000
-    model = (model_ended - model_started) * 1000 + started.embed_ms + helper_ms
+    brain = (model_ended - model_started) * 1000
+    translation = started.translation
+    translator = translation.ms if translation is not None else 0.0
+    model = brain + started.embed_ms + helper_ms + translator
     timings = {
         "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
         "model_ms": round(model, 3),
@@ -46,12 +50,29 @@ def step_timings(
         "persist_ms": round((now - model_ended) * 1000, 3),
         "total_ms": round(total, 3),
         "overhead_ms": round(total - model, 3),
+        # The route's nodes (orchestrator/route.py): each one's time and tokens.
+        "planner_ms": round(started.planner_ms, 3),
+        "brain_ms": round(brain, 3),
+        **_tokens("brain", answer.usage),
+        "validator_ms": round(answer.validator_s * 1000, 3),
     }
+    if translation is not None:
+        timings["translator_ms"] = round(translator, 3)
+        if isinstance(translation, Translated):
+            timings |= _tokens("translator", translation.usage)
     if answer.first_chunk_at is not None:
         timings["first_token_ms"] = round((answer.first_chunk_at - started.received_at) * 1000, 3)
     if answer.first_delta_at is not None:
         timings["model_first_token_ms"] = round((answer.first_delta_at - model_started) * 1000, 3)
     return timings
+
+
+def _tokens(node: str, usage: dict[str, Any] | None) -> dict[str, float]:
+    """A node's tokens in and out, as its server counted them (where it said)."""
+    usage = usage or {}
+    return {f"{node}_{side}_tokens": usage[key]
+            for side, key in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"))
+            if isinstance(usage.get(key), int | float)}
 
 
 def log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | None) -> None:
@@ -103,6 +124,8 @@ async def persist(
         timings=timings,
         meta=_meta(answer),
         user_vector=started.user_vector,
+        user_meta=({"translation": started.translation.to_json()}
+                   if isinstance(started.translation, Translated) else None),
         recovery=None if answer.loop is None else {
             **answer.loop.to_json(), "position": started.begun.assistant_position},
     )

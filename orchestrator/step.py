@@ -39,6 +39,7 @@ from orchestrator.events import (
     StepEnd,
     StepEvent,
     StepStart,
+    StepWarning,
 )
 from orchestrator.lease import follow_policy
 from orchestrator.memory_recall import recall_into
@@ -48,8 +49,16 @@ from orchestrator.outcome import (
     error_of,
     stream_outcome,
 )
+from orchestrator.route import DIRECT, Route, RouteConfig, plan_route
 from orchestrator.saving import log_outcome, persist, step_timings
 from orchestrator.stream_validator import ValidatorConfig
+from orchestrator.translation import (
+    Translated,
+    Translation,
+    TranslatorConfig,
+    Untranslated,
+    translate_step,
+)
 
 log = logging.getLogger("jin.step")
 
@@ -70,6 +79,8 @@ class StepConfig:
     memory_tools: bool = True  # offer remember/forget to the brain (when a FactStore is wired)
     max_tool_rounds: int = 4  # model calls that may end in tool calls, per step
     validator: ValidatorConfig = ValidatorConfig()  # a chat's settings override it
+    route: RouteConfig = RouteConfig()  # the planner's (orchestrator/route.py)
+    translator: TranslatorConfig = TranslatorConfig()
 
 
 @dataclass
@@ -83,6 +94,7 @@ class StepDeps:
     recall: Recaller | None = None
     facts: FactStore | None = None  # the remember/forget tools write here
     indexer: IndexQueue | None = None
+    translator: ChatModel | None = None  # none: the planner never routes through one
 
 
 @dataclass(frozen=True)
@@ -114,6 +126,9 @@ class Started:
     query_vector: asyncio.Task[Embedding | None] | None = None
     reread: bool = False  # the window was read for another budget than the chat's own
     client_tools: ClientTools | None = None
+    route: Route = DIRECT
+    planner_ms: float = 0.0
+    translation: Translation | None = None
     type: str = "started"
 
 
@@ -277,9 +292,18 @@ async def run_step(
                 yield done
                 compacted, helper_ms = not done.skipped, done.helper_ms
                 started = await _replan(deps, started)
+        started = _plan_route(deps, started)
+        if started.route.translate_input:
+            started = await translate_step(deps, started, abort)
+            if isinstance(started.translation, Untranslated) \
+                    and started.translation.code != "aborted":
+                yield StepWarning(started.translation.code, started.translation.text)
         started, recalled = await _recall(deps, started)
         plan = started.plan
-        yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, recalled)
+        translated = started.translation
+        yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, recalled,
+                          list(started.route.nodes),
+                          translated.to_json() if isinstance(translated, Translated) else None)
         yield MessageStart(message_id, "assistant")
         monitor = asyncio.create_task(_monitor(deps, started, abort, answer))
         model_started = time.perf_counter()
@@ -329,6 +353,15 @@ async def run_step(
                 helper_ms += done.helper_ms
     yield StepEnd(begun.step_id, outcome.type,
                   step_timings(started, model_started, model_ended, answer, helper_ms))
+
+
+def _plan_route(deps: StepDeps, started: Started) -> Started:
+    """The planner node: which route the new message takes."""
+    began = time.perf_counter()
+    user = started.begun.user_message
+    config = deps.config.route if deps.translator is not None else RouteConfig()
+    route = plan_route(user.content, user.kind, config)
+    return replace(started, route=route, planner_ms=(time.perf_counter() - began) * 1000)
 
 
 async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[str, Any]]]:
