@@ -70,8 +70,7 @@ def _step_config(settings: Settings, context_window: int | None) -> StepConfig:
         worker_id=f"{socket.gethostname()}:{os.getpid()}",
         memory_tools=settings.memory_tools,
         validator=settings.validator_config(),
-        route=RouteConfig(translate_input=settings.translates_input(),
-                          translate_answer=settings.translate_answer),
+        route=RouteConfig(translate_input=settings.translates_input()),
         translator=TranslatorConfig(
             timeout=settings.translator_timeout_seconds,
             max_tokens=settings.translator_max_tokens or TranslatorConfig.max_tokens),

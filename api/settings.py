@@ -66,10 +66,8 @@ class Settings(BaseSettings):
     translator_context_window: int | None = Field(default=None, gt=0)
     translator_temperature: float | None = Field(default=0.0, ge=0, le=2)
     translator_max_tokens: int | None = Field(default=2048, gt=0)
-    # Whether Cyrillic input goes through the translator (unset: yes, when one is configured),
-    # and whether the brain's answer comes back translated.
+    # Whether Cyrillic input goes through the translator (unset: yes, when one is configured).
     translate_input: bool | None = None
-    translate_answer: bool = False
     translator_timeout_seconds: float = Field(default=30.0, gt=0)
     embedder_url: str | None = None
     embedder_model: str | None = None

@@ -316,10 +316,6 @@ class InMemoryStepStore:
             token_count=finished.token_count, usage=finished.usage,
             meta={**row.meta, **(finished.meta or {})},
             tokens_after=row.tokens_after + finished.token_count + MESSAGE_OVERHEAD))
-        if finished.user_meta:
-            user = next(m for m in self.state.rows[chat_id] if m.id == step.user_message.id)
-            self.chats.replace_row(chat_id, replace(
-                user, meta={**user.meta, **finished.user_meta}))
         chat = self.state.chats[chat_id]
         if finished.recovery is not None or finished.status == "complete":
             self.state.chats[chat_id] = replace(chat, recovery=finished.recovery)

@@ -118,8 +118,6 @@ class FinishedStep:
     error_code: str | None
     timings: dict[str, float]
     meta: dict[str, Any] | None = None  # merged into the answer's meta (memory actions)
-    # Merged into the user message's meta: what the translator made of it (`translation`).
-    user_meta: dict[str, Any] | None = None
     # What the stream validator stopped, for the next prompt's recovery note (Chat.recovery):
     # written when set; cleared by a complete step; an interrupted or failed one leaves it.
     recovery: dict[str, Any] | None = None

@@ -68,9 +68,6 @@ WITH dead AS (
                        + CASE WHEN content <> '' THEN token_count + :overhead ELSE 0 END
     WHERE chat_id = :chat AND status = 'streaming' AND step_id IN (SELECT id FROM dead)
     RETURNING id, content, CASE WHEN content <> '' THEN token_count + :overhead ELSE 0 END AS cost
-), um AS (  -- what the step's nodes made of the user's message (its translation)
-    UPDATE messages SET meta = meta || CAST(:user_meta AS jsonb)
-    WHERE id = :user_id AND CAST(:user_meta AS jsonb) IS NOT NULL AND EXISTS (SELECT 1 FROM st)
 ), q AS (
     INSERT INTO recall_queue (message_id) SELECT id FROM m WHERE content <> ''
 )
@@ -173,9 +170,6 @@ WITH st AS (
                         tokens_after = (SELECT token_total FROM c)
     WHERE id = :assistant_id AND status = 'streaming' AND EXISTS (SELECT 1 FROM st)
     RETURNING id
-), um AS (  -- what the step's nodes made of the user's message (its translation)
-    UPDATE messages SET meta = meta || CAST(:user_meta AS jsonb)
-    WHERE id = :user_id AND CAST(:user_meta AS jsonb) IS NOT NULL AND EXISTS (SELECT 1 FROM st)
 ), q AS (
     INSERT INTO recall_queue (message_id) SELECT id FROM am WHERE :cost > 0
 ), uq AS (  -- the recall's vector of the user message: the indexer need not embed it again
@@ -302,7 +296,6 @@ class PostgresStepStore:
                              if f.content and f.status != "failed" else 0),
                     "usage": json_text(f.usage) if f.usage is not None else None,
                     "meta": json_text(f.meta or {}),
-                    "user_meta": json_text(f.user_meta) if f.user_meta else None,
                     "recovery": json_text(f.recovery) if f.recovery is not None else None,
                     "error": f.error_code,
                     "timings": json_text(f.timings),

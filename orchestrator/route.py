@@ -2,7 +2,6 @@
 
     planner -> translator -> brain -> validator     Cyrillic input, with a translator
     planner -> brain -> validator                   anything else
-    ... -> translator                               the answer translated back (optional)
 
 The brain reads English best in most small and mid-sized models, so input in a Cyrillic
 script is translated for it first when a translator is configured. The stream validator always
@@ -23,21 +22,18 @@ Node = str  # "planner", "translator", "brain", "validator"
 
 @dataclass(frozen=True)
 class RouteConfig:
-    """The deployment's choice (JIN_TRANSLATE_INPUT, JIN_TRANSLATE_ANSWER); both need a
-    translator to mean anything."""
+    """The deployment's choice (JIN_TRANSLATE_INPUT, which needs a translator)."""
 
     translate_input: bool = False
-    translate_answer: bool = False
 
 
 @dataclass(frozen=True)
 class Route:
     nodes: tuple[Node, ...]
     translate_input: bool
-    translate_answer: bool
 
 
-DIRECT = Route(("planner", "brain", "validator"), False, False)
+DIRECT = Route(("planner", "brain", "validator"), False)
 
 
 def has_cyrillic(text: str) -> bool:
@@ -49,7 +45,4 @@ def plan_route(text: str, kind: str, config: RouteConfig) -> Route:
     client's program wrote, is never translated)."""
     if kind != "user" or not config.translate_input or not has_cyrillic(text):
         return DIRECT
-    nodes: tuple[Node, ...] = ("planner", "translator", "brain", "validator")
-    if config.translate_answer:
-        nodes = (*nodes, "translator")
-    return Route(nodes, True, config.translate_answer)
+    return Route(("planner", "translator", "brain", "validator"), True)

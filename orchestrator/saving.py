@@ -87,11 +87,14 @@ def log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | Non
         log.info("step %s interrupted: %s", step_id, outcome.reason)
 
 
-def _meta(answer: Answer) -> dict[str, Any] | None:
+def _meta(answer: Answer, started: Started) -> dict[str, Any] | None:
     """What the answer's row keeps beside its text: the memory actions it took, the calls of
-    the client's tools it ended in (so the next prompt shows them before their results), and
-    the loop the stream validator stopped."""
+    the client's tools it ended in (so the next prompt shows them before their results), the
+    loop the stream validator stopped, and what the translator made of the user's message
+    (the user's row is final once the step opens: the step keeps it here)."""
     meta: dict[str, Any] = {}
+    if isinstance(started.translation, Translated):
+        meta["translation"] = started.translation.to_json()
     if answer.actions:
         meta["actions"] = [event_payload(a) for a in answer.actions]
     if answer.tool_calls:
@@ -122,10 +125,8 @@ async def persist(
         usage=answer.usage,
         error_code=error[0] if error else None,
         timings=timings,
-        meta=_meta(answer),
+        meta=_meta(answer, started),
         user_vector=started.user_vector,
-        user_meta=({"translation": started.translation.to_json()}
-                   if isinstance(started.translation, Translated) else None),
         recovery=None if answer.loop is None else {
             **answer.loop.to_json(), "position": started.begun.assistant_position},
     )

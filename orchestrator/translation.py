@@ -51,10 +51,10 @@ class Translated:
     type: Literal["translated"] = "translated"
 
     def to_json(self) -> dict[str, Any]:
-        """As stored with the step (the user message's `meta.translation`) and shown by the
+        """As stored with the step (its answer row's `meta.translation`) and shown by the
         context route and event."""
-        return {"text": self.text, "target": "en", "ms": round(self.ms, 3),
-                "usage": self.usage}
+        return {"source": self.source, "text": self.text, "target": "en",
+                "ms": round(self.ms, 3), "usage": self.usage}
 
 
 @dataclass(frozen=True)

@@ -177,12 +177,18 @@ def _route_config(deps: StepDeps) -> RouteConfig:
 
 
 def _last_translation(window: Window) -> dict[str, Any] | None:
-    """The newest user message's translation in the window: the brain read it for that step;
-    the prompts after show the user's own words."""
-    user = next((m for m in reversed(window.tail) if m.kind == "user"), None)
-    if user is None or "translation" not in user.meta:
+    """The translation of the newest user message in the window, which its step keeps in its
+    answer's row: the brain read it for that step; the prompts after show the user's words."""
+    at = next((i for i in range(len(window.tail) - 1, -1, -1)
+               if window.tail[i].kind == "user"), None)
+    if at is None:
         return None
-    return {"message_id": str(user.id), "source": user.content, **user.meta["translation"]}
+    user = window.tail[at]
+    answer = next((m for m in window.tail[at + 1:] if m.step_id == user.step_id
+                   and m.kind == "assistant"), None)
+    if answer is None or "translation" not in answer.meta:
+        return None
+    return {"message_id": str(user.id), **answer.meta["translation"]}
 
 
 def _last_user_text(window: Window) -> str:
