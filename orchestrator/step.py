@@ -39,7 +39,6 @@ from orchestrator.events import (
     StepEnd,
     StepEvent,
     StepStart,
-    StepWarning,
 )
 from orchestrator.lease import follow_policy
 from orchestrator.memory_recall import recall_into
@@ -49,15 +48,14 @@ from orchestrator.outcome import (
     error_of,
     stream_outcome,
 )
-from orchestrator.route import DIRECT, Route, RouteConfig, plan_route
+from orchestrator.route import DIRECT, Route, RouteConfig
 from orchestrator.saving import log_outcome, persist, step_timings
 from orchestrator.stream_validator import ValidatorConfig
 from orchestrator.translation import (
     Translated,
     Translation,
     TranslatorConfig,
-    Untranslated,
-    translate_step,
+    take_route,
 )
 
 log = logging.getLogger("jin.step")
@@ -292,12 +290,9 @@ async def run_step(
                 yield done
                 compacted, helper_ms = not done.skipped, done.helper_ms
                 started = await _replan(deps, started)
-        started = _plan_route(deps, started)
-        if started.route.translate_input:
-            started = await translate_step(deps, started, abort)
-            if isinstance(started.translation, Untranslated) \
-                    and started.translation.code != "aborted":
-                yield StepWarning(started.translation.code, started.translation.text)
+        started, warning = await take_route(deps, started, abort)
+        if warning is not None:
+            yield warning
         started, recalled = await _recall(deps, started)
         plan = started.plan
         translated = started.translation
@@ -353,15 +348,6 @@ async def run_step(
                 helper_ms += done.helper_ms
     yield StepEnd(begun.step_id, outcome.type,
                   step_timings(started, model_started, model_ended, answer, helper_ms))
-
-
-def _plan_route(deps: StepDeps, started: Started) -> Started:
-    """The planner node: which route the new message takes."""
-    began = time.perf_counter()
-    user = started.begun.user_message
-    config = deps.config.route if deps.translator is not None else RouteConfig()
-    route = plan_route(user.content, user.kind, config)
-    return replace(started, route=route, planner_ms=(time.perf_counter() - began) * 1000)
 
 
 async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[str, Any]]]:

@@ -1,4 +1,5 @@
-"""The translator node: the user's message in English, for the brain.
+"""The nodes before the brain: the planner's route (orchestrator/route.py), and the translator
+node, which gives the brain the user's message in English.
 
 Ports only, like the step (orchestrator/step.py), whose Started it reads: the translator is a
 ChatModel. Its failure never fails the step: the outcome is a
@@ -21,6 +22,8 @@ from llm.ports import ChatModel
 from llm.types import CompletionRequest, ContentDelta, Finish, PromptMessage
 from orchestrator.answer import AbortSignal, until_aborted
 from orchestrator.context import assemble, prompt_message
+from orchestrator.events import StepWarning
+from orchestrator.route import RouteConfig, plan_route
 
 if TYPE_CHECKING:
     from orchestrator.step import Started, StepDeps
@@ -116,20 +119,31 @@ async def translate(
     return Translated(text, translation, _ms(began), usage)
 
 
-async def translate_step(deps: StepDeps, started: Started, abort: AbortSignal) -> Started:
-    """The translator node: the brain reads the translation as the new message; the user's own
-    text stays their message (and the tail of later steps shows it)."""
-    assert deps.translator is not None
+async def take_route(
+    deps: StepDeps, started: Started, abort: AbortSignal
+) -> tuple[Started, StepWarning | None]:
+    """The planner, then the translator if the route has it: the brain reads the translation
+    as the new message; the user's own text stays their message (and the tail of later steps
+    shows it). A translation that failed gives a warning, and the user's text goes on."""
+    began = time.perf_counter()
     user = started.begun.user_message
+    config = deps.config.route if deps.translator is not None else RouteConfig()
+    route = plan_route(user.content, user.kind, config)
+    started = dataclasses.replace(started, route=route,
+                                  planner_ms=(time.perf_counter() - began) * 1000)
+    if not route.translate_input or deps.translator is None:
+        return started, None
     result = await translate(deps.translator, user.content, user.token_count,
                              deps.config.translator, abort)
     if isinstance(result, Untranslated):
-        if result.code != "aborted":
-            log.warning("step %s: %s", started.begun.step_id, result.text)
-        return dataclasses.replace(started, translation=result)
+        if result.code == "aborted":
+            return dataclasses.replace(started, translation=result), None
+        log.warning("step %s: %s", started.begun.step_id, result.text)
+        return (dataclasses.replace(started, translation=result),
+                StepWarning(result.code, result.text))
     new = dataclasses.replace(prompt_message(user), content=result.text)
     plan = assemble(started.window, new, started.plan.budget, deps.counter)
-    return dataclasses.replace(started, plan=plan, translation=result)
+    return dataclasses.replace(started, plan=plan, translation=result), None
 
 
 def _ms(began: float) -> float:
