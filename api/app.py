@@ -24,6 +24,7 @@ from api.embedders import build_embedder, duplicate_cosine, embedder_server, ser
 from api.keys import KeyStore
 from api.metrics import Metrics
 from api.openai_errors import OpenAIErrors
+from api.role_status import RoleProbe
 from api.routes import chats, health, memories, messages, metrics, openai_compat
 from api.runtime import Runtime
 from api.settings import Settings
@@ -47,7 +48,9 @@ from memory.store import FactConfig, PostgresFactStore
 from migrations.embedding_dim import current_dim
 from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import CompactionPolicy
+from orchestrator.route import RouteConfig
 from orchestrator.step import StepConfig, StepDeps
+from orchestrator.translation import TranslatorConfig
 
 log = logging.getLogger("jin")
 
@@ -67,6 +70,10 @@ def _step_config(settings: Settings, context_window: int | None) -> StepConfig:
         worker_id=f"{socket.gethostname()}:{os.getpid()}",
         memory_tools=settings.memory_tools,
         validator=settings.validator_config(),
+        route=RouteConfig(translate_input=settings.translates_input()),
+        translator=TranslatorConfig(
+            timeout=settings.translator_timeout_seconds,
+            max_tokens=settings.translator_max_tokens or TranslatorConfig.max_tokens),
     )
 
 
@@ -211,7 +218,8 @@ async def _memory(
 
 def _roles(settings: Settings) -> tuple[ProviderConfig, ProviderConfig,
                                          EmbeddedChatServer | None]:
-    """Brain and helper: the configured servers, or the embedded model (started here)."""
+    """Brain and helper: the configured servers, or the embedded model (started here). With
+    JIN_HELPER_AS_BRAIN the helper's server is the brain's too."""
     embedded: EmbeddedChatServer | None = None
     brain, helper = settings.provider("brain"), settings.provider("helper")
     if brain is None or helper is None:
@@ -220,11 +228,12 @@ def _roles(settings: Settings) -> tuple[ProviderConfig, ProviderConfig,
             context_window=settings.embedded_context_window,
         )
         local = embedded.start()
-        brain = brain or local
-        helper = helper or ProviderConfig(**{**local.__dict__, "role": "helper"})
+        brain = brain or replace(local, role="brain", **settings.generation("brain"))
+        helper = helper or replace(local, role="helper", **settings.generation("helper"))
     if brain.embedded:
         log.warning(EMBEDDED_BANNER)
-    log.info("brain: %s at %s", brain.model, brain.base_url)
+    log.info("brain: %s at %s%s", brain.model, brain.base_url,
+             " (the helper's server)" if brain.served_by else "")
     log.info("helper: %s at %s", helper.model, helper.base_url)
     return brain, helper, embedded
 
@@ -267,6 +276,11 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         # Each model server its own client: its own pool, limits and timeouts.
         servers = {"brain": Provider(brain, settings.http_config()),
                    "helper": Provider(helper, settings.http_config())}
+        if (translator := settings.provider("translator")) is not None:
+            servers["translator"] = Provider(translator, settings.http_config())
+            log.info("translator: %s at %s (Cyrillic input %s)", translator.model,
+                     translator.base_url,
+                     "translated" if settings.translates_input() else "not translated")
         if (embedding := embedder_server(settings)) is not None:
             servers["embedder"] = embedding
         if not brain.embedded and brain.context_window is None:
@@ -298,10 +312,15 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             recall=memory.recall,
             facts=memory.facts,
             indexer=memory.indexer,
+            translator=(OpenAIChatModel(servers["translator"])
+                        if "translator" in servers else None),
         )
         runtime = Runtime(
             engine=engine, deps=deps,
-            providers={"brain": brain, "helper": helper, "embedder": memory.provider},
+            providers={"brain": brain, "helper": helper,
+                       **({"translator": translator} if translator is not None else {}),
+                       "embedder": memory.provider},
+            probe=RoleProbe(servers),
             metrics=meter, memory_problem=memory.problem,
             transcripts=PostgresTranscripts(engine),
         )

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import logs
 from api.metrics import Metrics
+from api.role_status import RoleProbe
 from chat.ports import TranscriptStore
 from llm.types import ProviderConfig
 from orchestrator.answer import AbortSignal
@@ -34,6 +35,7 @@ class Runtime:
     metrics: Metrics = field(default_factory=Metrics)
     memory_problem: str | None = None  # why memory is off, when it is
     transcripts: TranscriptStore | None = None  # for the OpenAI-compatible route
+    probe: RoleProbe | None = None  # whether each role's server answers (/v1/status)
     running: dict[uuid.UUID, AbortSignal] = field(default_factory=dict)  # by step id
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 

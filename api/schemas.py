@@ -240,3 +240,6 @@ class ContextOut(BaseModel):
     compaction: dict[str, Any]
     recalled: list[dict[str, Any]]
     recall: dict[str, Any]
+    route: list[str] = Field(description="the planner's nodes for the message, in order")
+    translation: dict[str, Any] | None = Field(
+        description="the newest user message's translation, as the brain read it")

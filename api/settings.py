@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,6 +17,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from llm.types import HTTPConfig, ProviderConfig
 from memory.ranking import RecallConfig
 from orchestrator.stream_validator import ValidatorConfig
+
+Role = Literal["brain", "helper", "translator", "embedder"]
 
 
 def default_data_dir() -> Path:
@@ -43,15 +45,30 @@ class Settings(BaseSettings):
     # a chat's next step reads only its new rows whole; 0 keeps none.
     window_cache_chars: int = Field(default=32_000_000, ge=0)
 
-    # Model roles. Unset URL means the embedded model (brain/helper) or embedder.
+    # Model roles. Unset URL means the embedded model (brain/helper) or embedder; no translator.
     brain_url: str | None = None
     brain_model: str | None = None
     brain_api_key: str | None = None
     brain_context_window: int | None = Field(default=None, gt=0)
+    brain_temperature: float | None = Field(default=None, ge=0, le=2)  # unset: the server's
+    brain_max_tokens: int | None = Field(default=None, gt=0)  # unset: the answer reserve
     helper_url: str | None = None
     helper_model: str | None = None
     helper_api_key: str | None = None
     helper_context_window: int | None = Field(default=None, gt=0)
+    helper_temperature: float | None = Field(default=0.0, ge=0, le=2)
+    helper_max_tokens: int | None = Field(default=None, gt=0)  # unset: what a summary asks
+    # The helper's server answers as the brain too (JIN's USE_SERVICE_AS_BRAIN).
+    helper_as_brain: bool = False
+    translator_url: str | None = None
+    translator_model: str | None = None
+    translator_api_key: str | None = None
+    translator_context_window: int | None = Field(default=None, gt=0)
+    translator_temperature: float | None = Field(default=0.0, ge=0, le=2)
+    translator_max_tokens: int | None = Field(default=2048, gt=0)
+    # Whether Cyrillic input goes through the translator (unset: yes, when one is configured).
+    translate_input: bool | None = None
+    translator_timeout_seconds: float = Field(default=30.0, gt=0)
     embedder_url: str | None = None
     embedder_model: str | None = None
     embedder_api_key: str | None = None
@@ -135,13 +152,19 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR"))
     api_key: str | None = None  # the key `jin chat` sends (a client setting, not the server's)
 
-    @field_validator("brain_url", "helper_url", "embedder_url")
+    @field_validator("brain_url", "helper_url", "translator_url", "embedder_url")
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
 
-    def provider(self, role: Literal["brain", "helper", "embedder"]) -> ProviderConfig | None:
-        """The configured server of a role, or None when the embedded one should serve it."""
+    def provider(self, role: Role) -> ProviderConfig | None:
+        """The configured server of a role, or None when the embedded one should serve it (for
+        the translator: when there is none). With JIN_HELPER_AS_BRAIN the brain is the helper's
+        server, with the brain's own temperature and max tokens."""
+        if role == "brain" and self.helper_as_brain:
+            helper = self.provider("helper")
+            return None if helper is None else dataclasses.replace(
+                helper, role="brain", served_by="helper", **self.generation("brain"))
         url = getattr(self, f"{role}_url")
         if not url:
             return None
@@ -151,7 +174,19 @@ class Settings(BaseSettings):
             model=getattr(self, f"{role}_model") or "default",
             api_key=getattr(self, f"{role}_api_key"),
             context_window=getattr(self, f"{role}_context_window", None),
+            **self.generation(role),
         )
+
+    def generation(self, role: Role) -> dict[str, Any]:
+        """A chat role's temperature and max tokens (none for the embedder)."""
+        if role == "embedder":
+            return {}
+        return {"temperature": getattr(self, f"{role}_temperature"),
+                "max_tokens": getattr(self, f"{role}_max_tokens")}
+
+    def translates_input(self) -> bool:
+        """JIN_TRANSLATE_INPUT, which is on by default once a translator is configured."""
+        return bool(self.translator_url) and self.translate_input is not False
 
     def http_config(self) -> HTTPConfig:
         """How each model server's client waits and pools. A running step holds one brain call

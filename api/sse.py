@@ -16,6 +16,7 @@ from orchestrator.events import (
     StepEnd,
     StepEvent,
     StepStart,
+    StepWarning,
     ThinkingChunk,
     event_payload,
 )
@@ -71,6 +72,8 @@ class StepResult:
             b["error"] = {"code": event.code, "text": event.text}
             if event.preview is not None:
                 b["error"]["preview"] = event.preview
+        elif isinstance(event, StepWarning):
+            b.setdefault("warnings", []).append({"code": event.code, "text": event.text})
         elif isinstance(event, MessageEnd):
             b.update(message_status=event.status, usage=event.usage)
         elif isinstance(event, StepEnd):
@@ -82,5 +85,6 @@ class StepResult:
             "content": "".join(self.content),
             "reasoning": "".join(self.reasoning),
             "error": self.body.get("error"),
+            "warnings": self.body.get("warnings", []),
             "replayed": self.replayed,
         }

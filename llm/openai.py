@@ -29,10 +29,13 @@ class OpenAIChatModel:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
+        caps = [n for n in (request.max_tokens, self.config.max_tokens) if n is not None]
+        if caps:
+            body["max_tokens"] = min(caps)
+        temperature = (request.temperature if request.temperature is not None
+                       else self.config.temperature)
+        if temperature is not None:
+            body["temperature"] = temperature
         if request.tools:
             body["tools"] = request.tools
             body["tool_choice"] = request.tool_choice or "auto"

@@ -215,6 +215,10 @@ class FakeOpenAIServer:
         self.embed_calls = 0
         # The client's port of each request: one port, one TCP connection (kept alive).
         self.client_ports: list[int] = []
+        # What `/models` lists (a test may state a context window: `max_model_len`), and how
+        # often it was asked.
+        self.models: list[dict[str, Any]] = [{"id": "fake", "object": "model"}]
+        self.models_calls = 0
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.app = Starlette(
@@ -237,6 +241,8 @@ class FakeOpenAIServer:
         self.embed_formats.clear()
         self.embed_inputs.clear()
         self.client_ports.clear()
+        self.models = [{"id": "fake", "object": "model"}]
+        self.models_calls = 0
 
     def push(self, *replies: Reply) -> None:
         self.script.extend(replies)
@@ -327,7 +333,8 @@ class FakeOpenAIServer:
 
     async def _models(self, request: Request) -> Response:
         self._seen(request)
-        return _json({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+        self.models_calls += 1
+        return _json({"object": "list", "data": self.models})
 
     async def _embeddings(self, request: Request) -> Response:
         self._seen(request)

@@ -18,6 +18,11 @@ class ProviderConfig:
     api_key: str | None = None
     context_window: int | None = None
     embedded: bool = False
+    # The role's generation defaults: a request's own temperature wins (a chat's setting); its
+    # max_tokens is capped at the role's.
+    temperature: float | None = None
+    max_tokens: int | None = None
+    served_by: str | None = None  # another role whose server stands in (JIN_HELPER_AS_BRAIN)
 
 
 @dataclass(frozen=True)

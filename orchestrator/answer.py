@@ -86,6 +86,7 @@ class Answer:
     # reasoning, and the first chunk handed on towards the client.
     first_delta_at: float | None = None
     first_chunk_at: float | None = None
+    validator_s: float = 0.0  # the stream validator's own time over the answer and reasoning
 
     def add_usage(self, usage: dict[str, Any]) -> None:
         """Usage summed over the model calls of a step (tool rounds make several)."""
@@ -135,14 +136,18 @@ async def stream_answer(
                         and answer.first_delta_at is None:
                     answer.first_delta_at = time.perf_counter()
                 if isinstance(delta, ContentDelta):
+                    checked = time.perf_counter()
                     text, answer.loop = said_check.feed(scrubber.feed(delta.text))
+                    answer.validator_s += time.perf_counter() - checked
                     if text:
                         said.append(text)
                         answer.content.append(text)
                         answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
                         yield MessageChunk(message_id, text)
                 elif isinstance(delta, ReasoningDelta):
+                    checked = time.perf_counter()
                     text, answer.loop = thought_check.feed(thoughts.feed(delta.text))
+                    answer.validator_s += time.perf_counter() - checked
                     if text:
                         answer.reasoning.append(text)
                         answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()

@@ -201,8 +201,7 @@ class Compactor:
             return extractive(previous, span), False, False
         request = CompletionRequest(
             messages=helper_prompt(previous, span), max_tokens=self.policy.answer_tokens,
-            temperature=0.0,
-        )
+        )  # (the temperature is the helper role's: JIN_HELPER_TEMPERATURE, 0 by default)
         parts: list[str] = []
         finish: str | None = None
         try:

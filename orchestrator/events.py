@@ -22,6 +22,8 @@ class ContextInfo:
     budget: int
     total_tokens: int
     recalled: list[dict[str, Any]] = field(default_factory=list)
+    route: list[str] = field(default_factory=list)  # the planner's nodes, in order
+    translation: dict[str, Any] | None = None  # what the brain read for the new message
     type: Literal["context"] = "context"
 
 
@@ -102,6 +104,16 @@ class CompactionDone:
 
 
 @dataclass(frozen=True)
+class StepWarning:
+    """Something optional failed and the step went on without it (the translator: the user's
+    own text went to the brain)."""
+
+    code: str
+    text: str
+    type: Literal["warning"] = "warning"
+
+
+@dataclass(frozen=True)
 class StepEnd:
     step_id: uuid.UUID
     status: str
@@ -111,7 +123,7 @@ class StepEnd:
 
 StepEvent = (
     StepStart | ContextInfo | MessageStart | ThinkingChunk | MessageChunk | MessageEnd
-    | MessageError | RuntimeAction | ClientToolCalls | CompactionDone | StepEnd
+    | MessageError | RuntimeAction | ClientToolCalls | CompactionDone | StepWarning | StepEnd
 )
 
 

@@ -17,6 +17,7 @@ from llm.ports import TokenCounter
 from orchestrator.answer import Answer
 from orchestrator.events import event_payload
 from orchestrator.outcome import Failed, Interrupted, Outcome, error_of
+from orchestrator.translation import Translated
 
 if TYPE_CHECKING:
     from orchestrator.step import Started
@@ -36,7 +37,10 @@ def step_timings(
     first_token_ms - model_first_token_ms - embed_ms."""
     now = time.perf_counter()
     total = (now - started.received_at) * 1000
-    model = (model_ended - model_started) * 1000 + started.embed_ms + helper_ms
+    brain = (model_ended - model_started) * 1000
+    translation = started.translation
+    translator = translation.ms if translation is not None else 0.0
+    model = brain + started.embed_ms + helper_ms + translator
     timings = {
         "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
         "model_ms": round(model, 3),
@@ -46,12 +50,29 @@ def step_timings(
         "persist_ms": round((now - model_ended) * 1000, 3),
         "total_ms": round(total, 3),
         "overhead_ms": round(total - model, 3),
+        # The route's nodes (orchestrator/route.py): each one's time and tokens.
+        "planner_ms": round(started.planner_ms, 3),
+        "brain_ms": round(brain, 3),
+        **_tokens("brain", answer.usage),
+        "validator_ms": round(answer.validator_s * 1000, 3),
     }
+    if translation is not None:
+        timings["translator_ms"] = round(translator, 3)
+        if isinstance(translation, Translated):
+            timings |= _tokens("translator", translation.usage)
     if answer.first_chunk_at is not None:
         timings["first_token_ms"] = round((answer.first_chunk_at - started.received_at) * 1000, 3)
     if answer.first_delta_at is not None:
         timings["model_first_token_ms"] = round((answer.first_delta_at - model_started) * 1000, 3)
     return timings
+
+
+def _tokens(node: str, usage: dict[str, Any] | None) -> dict[str, float]:
+    """A node's tokens in and out, as its server counted them (where it said)."""
+    usage = usage or {}
+    return {f"{node}_{side}_tokens": usage[key]
+            for side, key in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"))
+            if isinstance(usage.get(key), int | float)}
 
 
 def log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | None) -> None:
@@ -66,11 +87,14 @@ def log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | Non
         log.info("step %s interrupted: %s", step_id, outcome.reason)
 
 
-def _meta(answer: Answer) -> dict[str, Any] | None:
+def _meta(answer: Answer, started: Started) -> dict[str, Any] | None:
     """What the answer's row keeps beside its text: the memory actions it took, the calls of
-    the client's tools it ended in (so the next prompt shows them before their results), and
-    the loop the stream validator stopped."""
+    the client's tools it ended in (so the next prompt shows them before their results), the
+    loop the stream validator stopped, and what the translator made of the user's message
+    (the user's row is final once the step opens: the step keeps it here)."""
     meta: dict[str, Any] = {}
+    if isinstance(started.translation, Translated):
+        meta["translation"] = started.translation.to_json()
     if answer.actions:
         meta["actions"] = [event_payload(a) for a in answer.actions]
     if answer.tool_calls:
@@ -101,7 +125,7 @@ async def persist(
         usage=answer.usage,
         error_code=error[0] if error else None,
         timings=timings,
-        meta=_meta(answer),
+        meta=_meta(answer, started),
         user_vector=started.user_vector,
         recovery=None if answer.loop is None else {
             **answer.loop.to_json(), "position": started.begun.assistant_position},

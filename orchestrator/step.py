@@ -48,8 +48,15 @@ from orchestrator.outcome import (
     error_of,
     stream_outcome,
 )
+from orchestrator.route import DIRECT, Route, RouteConfig
 from orchestrator.saving import log_outcome, persist, step_timings
 from orchestrator.stream_validator import ValidatorConfig
+from orchestrator.translation import (
+    Translated,
+    Translation,
+    TranslatorConfig,
+    take_route,
+)
 
 log = logging.getLogger("jin.step")
 
@@ -70,6 +77,8 @@ class StepConfig:
     memory_tools: bool = True  # offer remember/forget to the brain (when a FactStore is wired)
     max_tool_rounds: int = 4  # model calls that may end in tool calls, per step
     validator: ValidatorConfig = ValidatorConfig()  # a chat's settings override it
+    route: RouteConfig = RouteConfig()  # the planner's (orchestrator/route.py)
+    translator: TranslatorConfig = TranslatorConfig()
 
 
 @dataclass
@@ -83,6 +92,7 @@ class StepDeps:
     recall: Recaller | None = None
     facts: FactStore | None = None  # the remember/forget tools write here
     indexer: IndexQueue | None = None
+    translator: ChatModel | None = None  # none: the planner never routes through one
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,9 @@ class Started:
     query_vector: asyncio.Task[Embedding | None] | None = None
     reread: bool = False  # the window was read for another budget than the chat's own
     client_tools: ClientTools | None = None
+    route: Route = DIRECT
+    planner_ms: float = 0.0
+    translation: Translation | None = None
     type: str = "started"
 
 
@@ -277,9 +290,15 @@ async def run_step(
                 yield done
                 compacted, helper_ms = not done.skipped, done.helper_ms
                 started = await _replan(deps, started)
+        started, warning = await take_route(deps, started, abort)
+        if warning is not None:
+            yield warning
         started, recalled = await _recall(deps, started)
         plan = started.plan
-        yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, recalled)
+        translated = started.translation
+        yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, recalled,
+                          list(started.route.nodes),
+                          translated.to_json() if isinstance(translated, Translated) else None)
         yield MessageStart(message_id, "assistant")
         monitor = asyncio.create_task(_monitor(deps, started, abort, answer))
         model_started = time.perf_counter()

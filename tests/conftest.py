@@ -124,9 +124,12 @@ def _strict(server: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
     server.assert_consumed()
 
 
-# Two OpenAI-compatible fakes: the brain's and the helper's (summaries), each with its script.
+# OpenAI-compatible fakes: the brain's, the helper's (summaries) and the translator's, each
+# with its script.
 fake_server = pytest.fixture(scope="session")(_serve_fake)
 fake_helper_server = pytest.fixture(scope="session", name="fake_helper_server")(_serve_fake)
+fake_translator_server = pytest.fixture(scope="session", name="fake_translator_server")(
+    _serve_fake)
 
 
 @pytest.fixture
@@ -147,3 +150,15 @@ def model_url(fake_server: tuple[FakeOpenAIServer, str]) -> str:
 @pytest.fixture
 def helper_url(fake_helper_server: tuple[FakeOpenAIServer, str]) -> str:
     return fake_helper_server[1]
+
+
+@pytest.fixture
+def translator(
+    fake_translator_server: tuple[FakeOpenAIServer, str],
+) -> Iterator[FakeOpenAIServer]:
+    yield from _strict(fake_translator_server[0])
+
+
+@pytest.fixture
+def translator_url(fake_translator_server: tuple[FakeOpenAIServer, str]) -> str:
+    return fake_translator_server[1]

@@ -32,7 +32,8 @@ from llm.errors import LLMError
 from orchestrator.compaction_policy import CompactionState, decide
 from orchestrator.context import PromptPlan, assemble
 from orchestrator.memory_recall import recall_into
-from orchestrator.step import budget_for, reset_chat
+from orchestrator.route import RouteConfig, plan_route
+from orchestrator.step import StepDeps, budget_for, reset_chat
 
 # Routes build their JSON with chat_json / message_json; the models only document it.
 router = APIRouter(prefix="/v1/chats", tags=["chats"], responses=problems.responses(401, 429, 503))
@@ -164,7 +165,30 @@ async def context(
         "compaction": _compaction_view(runtime, chat, plan),
         "recalled": [item.to_json() for item in result.items] if result is not None else [],
         "recall": recall,
+        # The planner's route for the message (or the last user message), and what the
+        # translator made of the last user message that was translated, as its step kept it.
+        "route": list(plan_route(query, "user", _route_config(deps)).nodes),
+        "translation": _last_translation(window),
     }
+
+
+def _route_config(deps: StepDeps) -> RouteConfig:
+    return deps.config.route if deps.translator is not None else RouteConfig()
+
+
+def _last_translation(window: Window) -> dict[str, Any] | None:
+    """The translation of the newest user message in the window, which its step keeps in its
+    answer's row: the brain read it for that step; the prompts after show the user's words."""
+    at = next((i for i in range(len(window.tail) - 1, -1, -1)
+               if window.tail[i].kind == "user"), None)
+    if at is None:
+        return None
+    user = window.tail[at]
+    answer = next((m for m in window.tail[at + 1:] if m.step_id == user.step_id
+                   and m.kind == "assistant"), None)
+    if answer is None or "translation" not in answer.meta:
+        return None
+    return {"message_id": str(user.id), **answer.meta["translation"]}
 
 
 def _last_user_text(window: Window) -> str:

@@ -13,6 +13,7 @@ from api import problems
 from api.app_banner import EMBEDDED_BANNER
 from api.database import head_revision
 from api.deps import RuntimeDep
+from api.role_status import Probe
 from llm.types import ProviderConfig
 
 router = APIRouter()
@@ -63,21 +64,31 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     )
 
 
-def _role(value: ProviderConfig | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(value, ProviderConfig):
-        return {
-            "url": value.base_url,
-            "model": value.model,
-            "context_window": value.context_window,
-            "embedded": value.embedded,
-        }
-    return dict(value)
+def _role(value: ProviderConfig | dict[str, Any], probe: Probe | None) -> dict[str, Any]:
+    """A role as the status shows it: where it is served, its model and window, and whether
+    its server answers now (the embedder built in always does)."""
+    if not isinstance(value, ProviderConfig):
+        return dict(value)
+    role: dict[str, Any] = {
+        "url": value.base_url,
+        "model": value.model,
+        "context_window": value.context_window,
+        "embedded": value.embedded,
+        "temperature": value.temperature,
+        "max_tokens": value.max_tokens,
+        "served_by": value.served_by,
+    }
+    if probe is None:  # served in process: nothing to ask
+        return {**role, "answers": True, "error": None}
+    return {**role, "context_window": value.context_window or probe.context_window,
+            "answers": probe.answers, "error": probe.error}
 
 
 @router.get("/v1/status", response_model=None, responses={
     200: {"model": Status}, **problems.responses(401, 403, 429, 503)})
 async def status(runtime: RuntimeDep) -> dict[str, Any]:
-    roles = {name: _role(v) for name, v in runtime.providers.items()}
+    probes = await runtime.probe.check() if runtime.probe is not None else {}
+    roles = {name: _role(v, probes.get(name)) for name, v in runtime.providers.items()}
     embedded = [name for name, r in roles.items() if r.get("embedded")]
     deps = runtime.deps
     memory: dict[str, Any] = {

@@ -1,0 +1,48 @@
+"""The planner: which nodes a step's input goes through. Pure.
+
+    planner -> translator -> brain -> validator     Cyrillic input, with a translator
+    planner -> brain -> validator                   anything else
+
+The brain reads English best in most small and mid-sized models, so input in a Cyrillic
+script is translated for it first when a translator is configured. The stream validator always
+watches the brain's answer (orchestrator/stream_validator.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Cyrillic and Cyrillic Supplement: Russian, Ukrainian, Belarusian, Serbian, Bulgarian... One
+# letter is enough: "перевод of this" is still a question asked in Russian.
+_CYRILLIC = re.compile("[\u0400-\u052f]")
+
+Node = str  # "planner", "translator", "brain", "validator"
+
+
+@dataclass(frozen=True)
+class RouteConfig:
+    """The deployment's choice (JIN_TRANSLATE_INPUT, which needs a translator)."""
+
+    translate_input: bool = False
+
+
+@dataclass(frozen=True)
+class Route:
+    nodes: tuple[Node, ...]
+    translate_input: bool
+
+
+DIRECT = Route(("planner", "brain", "validator"), False)
+
+
+def has_cyrillic(text: str) -> bool:
+    return _CYRILLIC.search(text) is not None
+
+
+def plan_route(text: str, kind: str, config: RouteConfig) -> Route:
+    """The route of a step whose new message is `text`, of `kind` (a tool's result, which a
+    client's program wrote, is never translated)."""
+    if kind != "user" or not config.translate_input or not has_cyrillic(text):
+        return DIRECT
+    return Route(("planner", "translator", "brain", "validator"), True)
