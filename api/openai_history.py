@@ -26,9 +26,11 @@ class HistoryError(ValueError):
     """A message jin cannot take: an unknown role, or content that is not text."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Turn:
-    """One message of the client's list, as jin stores it."""
+    """One message of the client's list, as jin stores it. (Not frozen: a frozen dataclass's
+    __init__ costs ~2.5x as much, and a resent list makes one Turn per message on every
+    request; 41 of them took ~240 us against ~85 on a loaded 2-core machine.)"""
 
     role: Role
     content: str
@@ -142,7 +144,7 @@ def align(stored: list[Message], more_before: bool, conversation: list[Turn]) ->
     for k in range(len(conversation), 0, -1):
         if _ends_alike(stored, more_before, conversation[:k]):
             return Append(list(conversation[k:]))
-    if all(_unfinished(m) for m in stored):
+    if not more_before and all(_unfinished(m) for m in stored):
         return Append(list(conversation))
     return Diverged()
 

@@ -13,7 +13,11 @@ Both are asked for JSON (no stream). For each, the worker's own time on the requ
 sides, so the difference of the medians is what the endpoint adds. Prints medians, p90s, the
 difference and the ratio, and the client's round trips. Never passes or fails on time.
 
-    .venv/bin/python bench/openai_overhead.py [--chats 10] [--turns 20] [--rounds 3]
+`--base REV|DIR`: the same again at once for another version of jin (a git revision, checked
+out into a temporary worktree, or a directory), with its own Postgres and worker, its steps
+interleaved with this tree's: before and after a change, side by side in one run.
+
+    .venv/bin/python bench/openai_overhead.py [--chats 10] [--turns 20] [--rounds 3] [--base REV]
 """
 
 from __future__ import annotations
@@ -66,29 +70,42 @@ async def openai_turn(
     return ms, client_ms
 
 
-async def round_(base: str, chats: int, turns: int) -> dict[str, dict[str, list[float]]]:
-    out: dict[str, dict[str, list[float]]] = {
-        side: {"server": [], "client": []} for side in ("native", "openai")}
-    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
-        native, conversations = [], []
-        for _ in range(chats):
-            user = f"bench-{uuid.uuid4().hex[:12]}"  # a user per chat, as in production
-            made = await client.post("/v1/chats", json={"user_id": user, "system_prompt": SYSTEM})
-            native.append(made.json()["id"])
-            # (the first entry carries the user; the rest is what the app sends)
-            conversations.append([{"user": f"{user}-oai"},
-                                  {"role": "system", "content": SYSTEM}])
+async def round_(
+    workers: dict[str, str], chats: int, turns: int
+) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """One round on each worker (name: URL), their steps interleaved, the order rotating."""
+    out = {name: {side: {"server": [], "client": []} for side in ("native", "openai")}
+           for name in workers}
+    clients = {name: httpx.AsyncClient(base_url=url, timeout=60) for name, url in workers.items()}
+    try:
+        native: dict[str, list[str]] = {name: [] for name in workers}
+        conversations: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in workers}
+        for name, client in clients.items():
+            for _ in range(chats):
+                user = f"bench-{uuid.uuid4().hex[:12]}"  # a user per chat, as in production
+                made = await client.post("/v1/chats",
+                                         json={"user_id": user, "system_prompt": SYSTEM})
+                native[name].append(made.json()["id"])
+                # (the first entry carries the user; the rest is what the app sends)
+                conversations[name].append([{"user": f"{user}-oai"},
+                                            {"role": "system", "content": SYSTEM}])
+        order = [(name, side) for name in workers for side in ("native", "openai")]
         for turn in range(turns):
             for i in range(chats):
                 question = f"question {turn} of chat {i} {FILLER}"
-                for side in ("native", "openai") if (turn + i) % 2 else ("openai", "native"):
+                shift = (turn + i) % len(order)
+                for name, side in order[shift:] + order[:shift]:
                     if side == "native":
-                        s, c = await native_turn(client, native[i], question)
+                        s, c = await native_turn(clients[name], native[name][i], question)
                     else:
-                        s, c = await openai_turn(client, conversations[i], question)
+                        s, c = await openai_turn(clients[name], conversations[name][i],
+                                                 question)
                     if turn > 0:  # the first turn of each chat makes it: warm-up
-                        out[side]["server"].append(s)
-                        out[side]["client"].append(c)
+                        out[name][side]["server"].append(s)
+                        out[name][side]["client"].append(c)
+    finally:
+        for client in clients.values():
+            await client.aclose()
     return out
 
 
@@ -102,29 +119,40 @@ def main() -> None:
     parser.add_argument("--chats", type=int, default=10)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--base", help="another version, side by side: git revision or directory")
     args = parser.parse_args()
     with ExitStack() as stack:
         url = database(stack)
         model = fake_model(stack)
-        base = jin_worker(stack, url, model)
-        rows = []
+        workers = {"this tree": jin_worker(stack, url, model)}
+        if args.base:
+            from bench.side_by_side import Side, checkout, own_database, start_worker
+
+            base = Side("base", checkout(stack, args.base))
+            own_database(stack, base)
+            start_worker(stack, base, model)
+            workers = {f"base {args.base}": base.url, **workers}
+        rows: dict[str, list[tuple[float, float]]] = {name: [] for name in workers}
         for r in range(args.rounds):
-            got = asyncio.run(round_(base, args.chats, args.turns))
-            n, o = statistics.median(got["native"]["server"]), statistics.median(
-                got["openai"]["server"])
-            rows.append((n, o))
-            print(f"round {r + 1}: {len(got['native']['server'])} steps a side; worker's time "
-                  f"native {n:.2f} ms (p90 {pct(got['native']['server'], 0.9):.2f}), openai "
-                  f"{o:.2f} ms (p90 {pct(got['openai']['server'], 0.9):.2f}); "
-                  f"+{o - n:.2f} ms, {o / n:.2f}x; client round trip native "
-                  f"{statistics.median(got['native']['client']):.2f} ms, openai "
-                  f"{statistics.median(got['openai']['client']):.2f} ms")
-        n = statistics.median(r[0] for r in rows)
-        o = statistics.median(r[1] for r in rows)
-        diffs = [r[1] - r[0] for r in rows]
-        print(f"\nmedian of {args.rounds} rounds: native {n:.2f} ms, openai {o:.2f} ms: the "
-              f"endpoint adds {statistics.median(diffs):.2f} ms ({min(diffs):.2f} - "
-              f"{max(diffs):.2f}), ratio {o / n:.2f}x (target: within 1 ms)")
+            got = asyncio.run(round_(workers, args.chats, args.turns))
+            for name, sides in got.items():
+                nat, oai = sides["native"], sides["openai"]
+                n, o = statistics.median(nat["server"]), statistics.median(oai["server"])
+                rows[name].append((n, o))
+                print(f"round {r + 1}, {name}: {len(nat['server'])} steps a side; worker's "
+                      f"time native {n:.2f} ms (p90 {pct(nat['server'], 0.9):.2f}), openai "
+                      f"{o:.2f} ms (p90 {pct(oai['server'], 0.9):.2f}); +{o - n:.2f} ms, "
+                      f"{o / n:.2f}x; client round trip native "
+                      f"{statistics.median(nat['client']):.2f} ms, openai "
+                      f"{statistics.median(oai['client']):.2f} ms")
+        print()
+        for name, pairs in rows.items():
+            n = statistics.median(p[0] for p in pairs)
+            o = statistics.median(p[1] for p in pairs)
+            diffs = [p[1] - p[0] for p in pairs]
+            print(f"{name}, median of {args.rounds} rounds: native {n:.2f} ms, openai {o:.2f} "
+                  f"ms: the endpoint adds {statistics.median(diffs):.2f} ms ({min(diffs):.2f} - "
+                  f"{max(diffs):.2f}), ratio {o / n:.2f}x (target: within 1 ms)")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from chat.ports import (
     ImportedMessage,
     LeaseBusy,
     LeaseMissing,
+    Moved,
     NewChat,
     Opened,
     OpenResult,
@@ -168,17 +169,21 @@ class InMemoryChatStore:
         return Page(page, has_more=len(rows) > limit)
 
     async def append_summary(
-        self, tenant_id: str, chat_id: uuid.UUID, content: str, meta: dict[str, Any]
+        self, tenant_id: str, chat_id: uuid.UUID, content: str, meta: dict[str, Any],
+        expect_position: int | None = None,
     ) -> Message | None:
-        if await self.get_chat(tenant_id, chat_id) is None:
+        if await self.get_chat(tenant_id, chat_id) is None or self.moved(
+                chat_id, expect_position):
             return None
         return self._row(chat_id, self._next_position(chat_id), "summary", content, "complete",
                          0, meta=meta)
 
     async def import_messages(
-        self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage]
+        self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage],
+        expect_position: int | None = None,
     ) -> list[uuid.UUID] | None:
-        if await self.get_chat(tenant_id, chat_id) is None or chat_id in self.state.leases:
+        if (await self.get_chat(tenant_id, chat_id) is None or chat_id in self.state.leases
+                or self.moved(chat_id, expect_position)):
             return None
         written = []
         for row in rows:
@@ -189,6 +194,13 @@ class InMemoryChatStore:
                                 meta=dict(row.meta))
             written.append(message.id)
         return written
+
+    def moved(self, chat_id: uuid.UUID, expect_position: int | None) -> bool:
+        """Whether the chat's last position is past the one a write expects (as Postgres's
+        `chats.last_position`: a summary placed after a message does not move it)."""
+        if expect_position is None:
+            return False
+        return self._next_position(chat_id) - POSITION_GAP != expect_position
 
     def _next_position(self, chat_id: uuid.UUID) -> int:
         rows = self.state.rows[chat_id]
@@ -220,6 +232,9 @@ class InMemoryStepStore:
         self.chats, self.state = chats, chats.state
 
     async def open(self, request: OpenStep) -> OpenResult:
+        if self.state.chats.get(request.chat_id) is not None and self.chats.moved(
+                request.chat_id, request.expect_position):
+            return Moved()
         chat = self._lease(request.tenant_id, request.chat_id, request.step_id,
                            request.lease_ttl, request.idempotency_key)
         if not isinstance(chat, Chat):

@@ -4,8 +4,9 @@ The common case of a step: nobody holds the chat (no dead step to sweep) and the
 idempotency key is new. Then one statement takes the lease, writes the user message and the
 answer's placeholder, and reads the window as it was just before: one round trip and one commit
 instead of three of each. Anything else (a holder, live or dead; a key seen before; a chat gone;
-a chat whose row changed while this statement waited for it) writes nothing here, and the store
-takes the step by its several statements (chat/steps.py).
+a chat whose row changed while this statement waited for it; a chat past the position the
+caller expected) writes nothing here, and the store takes the step by its several statements
+(chat/steps.py).
 
 The window comes from the statement's snapshot. That snapshot is the chat as it is only if the
 chat's row did not change between the snapshot and the row lock (a step finishing there would
@@ -56,11 +57,12 @@ _OPEN = text(f"""
 WITH seen AS (
     SELECT xmin AS version FROM chats WHERE id = :chat AND tenant_id = :t
 ), prev AS (
-    SELECT {CHAT_COLUMNS}, lease_step_id, xmin AS version FROM chats
+    SELECT {CHAT_COLUMNS}, lease_step_id, last_position, xmin AS version FROM chats
     WHERE id = :chat AND tenant_id = :t FOR UPDATE
 ), go AS (
     SELECT prev.id FROM prev JOIN seen ON seen.version = prev.version
     WHERE prev.lease_step_id IS NULL
+      AND (CAST(:expect AS bigint) IS NULL OR prev.last_position = CAST(:expect AS bigint))
       AND NOT EXISTS (SELECT 1 FROM steps WHERE chat_id = :chat AND idempotency_key = :key)
 ), pos AS (
     UPDATE chats c SET lease_step_id = :step,
@@ -96,6 +98,7 @@ async def open_at_once(
         "tokens": request.token_count, "kind": request.kind, "meta": json_text(request.meta),
         "budget": budget, "limit": request.window_rows + 1,
         "before": MAX_POSITION, "held_first": first, "held_last": last,
+        "expect": request.expect_position,
     })
     head = next((row for row in rows if row["c_id"] is not None), None)
     if head is None or not head["begun"]:

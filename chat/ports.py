@@ -53,6 +53,14 @@ class LeaseMissing:
 
 
 @dataclass(frozen=True)
+class Moved:
+    """The chat's history moved on since the caller read it (a write named the position it
+    expected, and the chat is past it): nothing was written."""
+
+    type: Literal["moved"] = "moved"
+
+
+@dataclass(frozen=True)
 class OpenStep:
     """What a step needs written and read before its model call, in one transaction."""
 
@@ -75,6 +83,9 @@ class OpenStep:
     # with its `tool_call_id` in meta.
     kind: Literal["user", "tool"] = "user"
     meta: dict[str, Any] = field(default_factory=dict)
+    # Open only while the chat's last position is this one (Moved otherwise, even while another
+    # step holds the lease): the caller decided what to store from the chat as it was then.
+    expect_position: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +114,7 @@ class StepOutcome:
     type: Literal["replay"] = "replay"
 
 
-OpenResult = Opened | StepOutcome | LeaseBusy | LeaseMissing
+OpenResult = Opened | StepOutcome | LeaseBusy | LeaseMissing | Moved
 
 
 @dataclass(frozen=True)
@@ -180,16 +191,20 @@ class ChatStore(Protocol):
         ...
 
     async def append_summary(
-        self, tenant_id: str, chat_id: uuid.UUID, content: str, meta: dict[str, Any]
+        self, tenant_id: str, chat_id: uuid.UUID, content: str, meta: dict[str, Any],
+        expect_position: int | None = None,
     ) -> Message | None:
-        """Append a summary row at the end of the history (a 'start over' line when empty)."""
+        """Append a summary row at the end of the history (a 'start over' line when empty);
+        None when the chat does not exist, or its last position is not `expect_position`."""
         ...
 
     async def import_messages(
-        self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage]
+        self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage],
+        expect_position: int | None = None,
     ) -> list[uuid.UUID] | None:
         """Append finished rows with their own times (history brought from elsewhere), queued
-        for recall; their ids, or None when the chat does not exist or a step holds it."""
+        for recall, each POSITION_GAP after the last; their ids, or None when the chat does not
+        exist, a step holds it, or its last position is not `expect_position`."""
         ...
 
 
@@ -239,6 +254,7 @@ class Transcript:
     chat: Chat
     rows: list[Message]
     more_before: bool  # older rows of the conversation exist beyond `rows`
+    last_position: int = 0  # the chat's, as read with `rows`: what a write may expect
 
 
 class TranscriptStore(Protocol):

@@ -20,6 +20,7 @@ from chat.ports import (
     FinishedStep,
     LeaseBusy,
     LeaseMissing,
+    Moved,
     Opened,
     OpenResult,
     OpenStep,
@@ -38,7 +39,8 @@ from chat.types import MESSAGE_OVERHEAD, POSITION_GAP, Chat, Message
 from chat.window_cache import WindowCache
 from db.statements import Connection, connect, fetch, json_text
 
-# Take the lease if it is free or expired; `previous_step` is the holder whose lease ran out.
+# Take the lease if it is free or expired (and the chat's last position is the one expected,
+# when one is); `previous_step` is the holder whose lease ran out.
 _ACQUIRE = text(f"""
 WITH prev AS (
     SELECT id, lease_step_id FROM chats WHERE id = :chat AND tenant_id = :t FOR UPDATE
@@ -47,6 +49,7 @@ UPDATE chats c
 SET lease_step_id = :step, lease_expires_at = now() + make_interval(secs => :ttl)
 FROM prev
 WHERE c.id = prev.id AND (c.lease_step_id IS NULL OR c.lease_expires_at < now())
+  AND (CAST(:expect AS bigint) IS NULL OR c.last_position = CAST(:expect AS bigint))
 RETURNING {", ".join("c." + col for col in CHAT_COLUMNS.split(", "))},
           prev.lease_step_id AS previous_step""")
 
@@ -108,7 +111,7 @@ _SWEEP_HOLD_SECONDS = 10.0
 _POLL = text("SELECT abort_requested OR status <> 'running' FROM steps WHERE id = :step")
 
 _WHY_NOT = text("""
-SELECT c.lease_step_id, c.busy_policy, s.idempotency_key FROM chats c
+SELECT c.lease_step_id, c.busy_policy, s.idempotency_key, c.last_position FROM chats c
 LEFT JOIN steps s ON s.id = c.lease_step_id
 WHERE c.id = :chat AND c.tenant_id = :t""")
 
@@ -200,7 +203,7 @@ class PostgresStepStore:
     async def open(self, request: OpenStep) -> OpenResult:
         params = {
             "chat": request.chat_id, "t": request.tenant_id, "step": request.step_id,
-            "ttl": request.lease_ttl,
+            "ttl": request.lease_ttl, "expect": request.expect_position,
         }
         # The lease makes this chat ours until we release it, so the statements after it need
         # no transaction of their own: each is atomic, and nobody else writes the turn.
@@ -234,9 +237,12 @@ class PostgresStepStore:
     async def hold(
         self, tenant_id: str, chat_id: uuid.UUID, holder_id: uuid.UUID, ttl: float
     ) -> Chat | LeaseBusy | LeaseMissing:
-        params = {"chat": chat_id, "t": tenant_id, "step": holder_id, "ttl": ttl}
+        params = {"chat": chat_id, "t": tenant_id, "step": holder_id, "ttl": ttl,
+                  "expect": None}
         async with connect(self._db) as conn:
-            return await _take_lease(conn, params)
+            held = await _take_lease(conn, params)
+        assert not isinstance(held, Moved)  # (no position expected)
+        return held
 
     async def release(self, chat_id: uuid.UUID, holder_id: uuid.UUID) -> None:
         async with connect(self._db) as conn:
@@ -250,7 +256,7 @@ class PostgresStepStore:
             for chat_id, tenant_id in expired:
                 holder = uuid.uuid4()
                 params = {"chat": chat_id, "t": tenant_id, "step": holder,
-                          "ttl": _SWEEP_HOLD_SECONDS}
+                          "ttl": _SWEEP_HOLD_SECONDS, "expect": None}
                 if isinstance(await _take_lease(conn, params), Chat):
                     await fetch(conn, _RELEASE, params)
         return len(expired)
@@ -314,8 +320,9 @@ class PostgresStepStore:
 
 async def _take_lease(
     conn: Connection, params: dict[str, Any]
-) -> Chat | LeaseBusy | LeaseMissing:
-    """Take the chat's lease if it is free or expired; a holder whose lease ran out is swept."""
+) -> Chat | LeaseBusy | LeaseMissing | Moved:
+    """Take the chat's lease if it is free or expired, and the chat is at the position
+    expected (`expect`, when not None); a holder whose lease ran out is swept."""
     rows = await fetch(conn, _ACQUIRE, params)
     if not rows:
         return await _why_not(conn, params)
@@ -324,11 +331,15 @@ async def _take_lease(
     return chat_from_row(rows[0])
 
 
-async def _why_not(conn: Connection, params: dict[str, Any]) -> LeaseBusy | LeaseMissing:
+async def _why_not(
+    conn: Connection, params: dict[str, Any]
+) -> LeaseBusy | LeaseMissing | Moved:
     rows = await fetch(conn, _WHY_NOT, params)
     if not rows:
         return LeaseMissing()
     busy = rows[0]
+    if params["expect"] is not None and busy["last_position"] != params["expect"]:
+        return Moved()  # (before busy: waiting for the lease would not bring it back)
     return LeaseBusy(running_step_id=busy[0], busy_policy=busy[1], running_key=busy[2])
 
 

@@ -32,6 +32,7 @@ WITH pos AS (
                      token_total = token_total + CAST(:total AS bigint), updated_at = now()
     WHERE id = :chat AND tenant_id = :t
       AND (lease_step_id IS NULL OR lease_expires_at < now())
+      AND (CAST(:expect AS bigint) IS NULL OR last_position = CAST(:expect AS bigint))
     RETURNING last_position - CAST(:n AS bigint) * :gap AS base,
               token_total - CAST(:total AS bigint) AS base_total
 ), ins AS (
@@ -202,7 +203,9 @@ _DELETE_CHAT = text("DELETE FROM chats WHERE id = :id AND tenant_id = :t RETURNI
 _APPEND_SUMMARY = text(f"""
 WITH pos AS (
     UPDATE chats SET last_position = last_position + :gap, updated_at = now()
-    WHERE id = :chat AND tenant_id = :t RETURNING last_position, token_total
+    WHERE id = :chat AND tenant_id = :t
+      AND (CAST(:expect AS bigint) IS NULL OR last_position = CAST(:expect AS bigint))
+    RETURNING last_position, token_total
 )
 INSERT INTO messages (id, chat_id, position, kind, content, status, meta, tokens_after)
 SELECT :id, :chat, last_position, 'summary', :content, 'complete', CAST(:meta AS jsonb),
@@ -329,10 +332,12 @@ class PostgresChatStore:
         return Page(messages=messages, has_more=len(rows) > limit)
 
     async def append_summary(
-        self, tenant_id: str, chat_id: uuid.UUID, content: str, meta: dict[str, Any]
+        self, tenant_id: str, chat_id: uuid.UUID, content: str, meta: dict[str, Any],
+        expect_position: int | None = None,
     ) -> Message | None:
         async with connect(self._db) as conn:
             rows = await fetch(conn, _APPEND_SUMMARY, {
+                "expect": expect_position,
                 "gap": POSITION_GAP,
                 "chat": chat_id,
                 "t": tenant_id,
@@ -344,11 +349,12 @@ class PostgresChatStore:
 
 
     async def import_messages(
-        self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage]
+        self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage],
+        expect_position: int | None = None,
     ) -> list[uuid.UUID] | None:
         """Append finished rows with their own timestamps (history brought from elsewhere), and
         queue the user and assistant ones for recall, in one statement. None when the chat does
-        not exist or a step holds it."""
+        not exist, a step holds it, or its last position is not `expect_position`."""
         if not rows:
             return []
         ids = [uuid.uuid4() for _ in rows]
@@ -357,6 +363,7 @@ class PostgresChatStore:
         async with connect(self._db) as conn:
             done = await fetch(conn, _IMPORT, {
                 "chat": chat_id, "t": tenant_id, "gap": POSITION_GAP, "n": len(rows),
+                "expect": expect_position,
                 "total": after[-1], "ids": ids, "kinds": [r.kind for r in rows],
                 "contents": [r.content for r in rows], "tokens": [r.token_count for r in rows],
                 "created": [r.created_at for r in rows], "after": after,

@@ -17,22 +17,22 @@ from db.statements import connect, fetch, json_text
 _CHAT_NAMES = [c.strip() for c in CHAT_COLUMNS.split(",")]
 _MESSAGE_NAMES = [c.strip() for c in MESSAGE_COLUMNS.split(",")]
 
-# The chat's row, then its newest conversation rows after the last "start over" line (newest
-# first, `limit` + 1 to know whether more exist): one round trip, rows by the chat's position
-# index.
+# The chat's row (with its last position, which every write of its history moves on), then its
+# newest conversation rows after the last "start over" line (newest first, `limit` + 1 to know
+# whether more exist): one round trip and one snapshot, rows by the chat's position index.
 _READ = text(f"""
 WITH c AS (
-    SELECT {CHAT_COLUMNS} FROM chats WHERE id = :chat AND tenant_id = :t
+    SELECT {CHAT_COLUMNS}, last_position FROM chats WHERE id = :chat AND tenant_id = :t
 ), rs AS (
     SELECT position FROM messages
     WHERE chat_id = :chat AND kind = 'summary' AND meta ? 'reset'
     ORDER BY position DESC LIMIT 1
 )
-SELECT {", ".join(f"c.{n} AS c_{n}" for n in _CHAT_NAMES)},
+SELECT {", ".join(f"c.{n} AS c_{n}" for n in _CHAT_NAMES)}, c.last_position AS c_last_position,
        {", ".join(f"NULL AS {n}" for n in _MESSAGE_NAMES)}
 FROM c
 UNION ALL
-(SELECT {", ".join(f"NULL AS c_{n}" for n in _CHAT_NAMES)}, {MESSAGE_COLUMNS} FROM messages
+(SELECT {", ".join(f"NULL AS c_{n}" for n in _CHAT_NAMES)}, NULL, {MESSAGE_COLUMNS} FROM messages
   WHERE chat_id = :chat AND EXISTS (SELECT 1 FROM c)
     AND kind IN ('user', 'assistant', 'tool', 'system')
     AND position > COALESCE((SELECT position FROM rs), -1)
@@ -69,7 +69,8 @@ class PostgresTranscripts:
         messages = [message_from_row(r) for r in rows if r["c_id"] is None]
         messages.reverse()
         more = len(messages) > limit
-        return Transcript(chat, messages[-limit:] if more else messages, more)
+        return Transcript(chat, messages[-limit:] if more else messages, more,
+                          head["c_last_position"])
 
     async def ensure_chat(self, chat_id: uuid.UUID, new: NewChat) -> Chat | None:
         params = {

@@ -4,6 +4,8 @@
     ├── ChatNotFound          404 chat_not_found
     ├── ChatBusy              409 chat_busy     another step runs and the policy says reject,
     │                                           or the bounded wait ran out
+    ├── HistoryMoved          409 history_moved another request wrote to the chat since the
+    │                                           caller read it (the caller reads it again)
     └── MessageTooLarge       413 message_too_large
 
 Failures of the model are not here: they end a stream as a `message_error` event (llm.errors).
@@ -24,6 +26,11 @@ class ChatNotFound(StepError):
 
 class ChatBusy(StepError):
     code = "chat_busy"
+    status = 409
+
+
+class HistoryMoved(StepError):
+    code = "history_moved"
     status = 409
 
 

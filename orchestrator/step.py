@@ -17,6 +17,7 @@ from typing import Any, Literal
 from chat.ports import (
     BegunStep,
     ChatStore,
+    Moved,
     Opened,
     OpenStep,
     StepOutcome,
@@ -29,7 +30,7 @@ from orchestrator.answer import AbortSignal, Answer, ClientTools, Rounds, stream
 from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import Compact, CompactionState, decide
 from orchestrator.context import Budget, PromptPlan, assemble, prompt_message
-from orchestrator.errors import ChatNotFound, MessageTooLarge
+from orchestrator.errors import ChatNotFound, HistoryMoved, MessageTooLarge
 from orchestrator.events import (
     CompactionDone,
     ContextInfo,
@@ -107,6 +108,8 @@ class StepRequest:
     kind: Literal["user", "tool"] = "user"
     meta: dict[str, Any] = field(default_factory=dict)
     client_tools: ClientTools | None = None
+    # The chat's last position the caller decided from (HistoryMoved if it is past it).
+    expect_position: int | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,8 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
     """Everything before the model call: lease, persisted turn, window, prompt.
 
     Follows the chat's busy policy while another step holds the lease (orchestrator/lease.py).
-    Raises StepError subclasses for the caller's mistakes.
+    Raises StepError subclasses for the caller's mistakes, and HistoryMoved when the request
+    expected a position the chat is past.
     """
     received_at = request.received_at or time.perf_counter()
     cfg = deps.config
@@ -174,6 +178,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         window_budget=budget_of(ModelSettings(), cfg).total,
         kind=request.kind,
         meta=request.meta,
+        expect_position=request.expect_position,
     )
     # Recall will search with the message's vector: the embedder is asked now, while the step
     # opens (its round trip off the step's path), and dropped if the step does not run.
@@ -189,6 +194,10 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
     if isinstance(result, StepOutcome):
         _drop(vector)
         return Replayed(result)
+    if isinstance(result, Moved):
+        _drop(vector)
+        raise HistoryMoved(f"chat {request.chat_id} moved past position "
+                           f"{request.expect_position}")
     assert isinstance(result, Opened)  # (follow_policy returned past the lease)
     budget = budget_for(result.chat, cfg)
     plan = assemble(result.window, prompt_message(result.begun.user_message), budget,
@@ -219,10 +228,12 @@ def _drop(task: asyncio.Task[Any] | None) -> None:
 
 
 async def reset_chat(
-    deps: StepDeps, tenant_id: str, chat_id: uuid.UUID, why: dict[str, Any] | None = None
+    deps: StepDeps, tenant_id: str, chat_id: uuid.UUID, why: dict[str, Any] | None = None,
+    expect_position: int | None = None,
 ) -> Message:
     """Write the "start over" line, under the chat's lease like a step (same busy policy);
-    `why` is kept in the line's meta."""
+    `why` is kept in the line's meta. With `expect_position`, only while the chat is still
+    there (HistoryMoved otherwise)."""
     holder = uuid.uuid4()
     chat = await follow_policy(
         deps.steps, deps.config.queue_wait, tenant_id, chat_id, None,
@@ -230,9 +241,11 @@ async def reset_chat(
     )
     try:
         row = await deps.chats.append_summary(tenant_id, chat.id, "",
-                                              {"reset": True, **(why or {})})
+                                              {"reset": True, **(why or {})}, expect_position)
     finally:
         await asyncio.shield(deps.steps.release(chat.id, holder))
+    if row is None and expect_position is not None:
+        raise HistoryMoved(f"chat {chat_id} moved past position {expect_position}")
     if row is None:
         raise ChatNotFound(f"chat {chat_id} does not exist")
     return row

@@ -47,12 +47,26 @@ from api.routes.messages import (
     until_done,
 )
 from chat.ports import ImportedMessage, NewChat, Transcript, TranscriptStore
-from chat.types import ModelSettings
+from chat.types import POSITION_GAP, ModelSettings
 from orchestrator.answer import AbortSignal, ClientTools
-from orchestrator.step import Started, StepRequest, reset_chat, run_step, start_step
+from orchestrator.errors import HistoryMoved
+from orchestrator.step import (
+    Started,
+    StepDeps,
+    StepRequest,
+    reset_chat,
+    run_step,
+    start_step,
+)
 
 DEFAULT_USER = "default"  # the memory's user when a request names none
-_SLACK = 16  # stored rows read beyond the client's count: unfinished answers it may not have
+# The stored rows compared with the client's list: its end, at most _COMPARED rows (five
+# exchanges: the odds that an edited list ends exactly as jin's does for that long are nil),
+# and _SLACK more for unfinished answers the client may not have. (Reading as many rows as
+# the client sent decoded a 20-turn chat's 40 rows on every request, for the rare edit in
+# the middle of a list that ends as jin's does; a change further back is not looked for.)
+_COMPARED = 10
+_SLACK = 4
 _TITLE_CHARS = 80
 _NAME_CHARS = 200  # a user or chat name given in a header
 # A failed answer's HTTP status when nothing was streamed yet.
@@ -105,34 +119,24 @@ async def chat_completions(
     user = x_jin_user_id or body.user
     named = x_jin_chat_id or (body.metadata or {}).get("chat_id") or None
     assert runtime.transcripts is not None  # (api/app.py wires it)
-    transcript = await _transcript(runtime.transcripts, tenant, user, named, system,
-                                   conversation)
-    chat, deps = transcript.chat, runtime.deps
-    if system and system != chat.system_prompt:  # the client's system prompt is the chat's
-        await deps.chats.update_chat(tenant, chat.id, {"system_prompt": system})
-
-    history, new = "appended" if transcript.rows else "new", conversation
-    decision = align(transcript.rows, transcript.more_before, conversation)
-    if isinstance(decision, Append) and decision.new:
-        new = decision.new
-    elif not (named is not None and len(conversation) == 1):
-        # An edit or a regenerate: a "start over" line, and the client's conversation after
-        # it. (A lone message to a named chat is a new turn: clients that send only that.)
-        history = "reset"
-        await reset_chat(deps, tenant, chat.id, {"reason": "client_history_changed"})
-    earlier, last = new[:-1], new[-1]
-    if earlier:
-        now = datetime.now(UTC)
-        rows = [ImportedMessage(t.role, t.content, deps.counter.count(t.content), now, t.meta())
-                for t in earlier]
-        if await deps.chats.import_messages(tenant, chat.id, rows) is None:
-            raise Problem(409, "chat_busy", "a step runs on this chat; retry when it ends")
-
     tools = ClientTools(body.tools, body.tool_choice) if body.tools else None
-    started = await start_step(deps, StepRequest(
-        tenant, chat.id, last.content, None, getattr(request.state, "received_at", None),
-        kind="tool" if last.role == "tool" else "user", meta=last.meta(), client_tools=tools))
-    assert isinstance(started, Started)  # (no idempotency key: never a replay)
+    received_at = getattr(request.state, "received_at", None)
+    deps = runtime.deps
+    for _ in range(2):
+        transcript = await _transcript(runtime.transcripts, tenant, user, named, system,
+                                       conversation)
+        try:
+            history, started = await _store_new(deps, transcript, named, system, conversation,
+                                                tools, received_at)
+            break
+        except HistoryMoved as exc:
+            # Another request wrote to the chat between our read and our write: compare with
+            # what it holds now (a request of the same history finds its message there).
+            moved = exc
+    else:
+        raise Problem(409, "chat_busy", "other requests keep writing to this chat; retry "
+                      "when they end") from moved
+    chat = started.chat
     step_id = started.begun.step_id
     headers = {"X-Jin-Chat-Id": str(chat.id), "X-Jin-History": history}
     abort = AbortSignal()
@@ -171,13 +175,57 @@ async def chat_completions(
                              headers={**SSE_HEADERS, **headers})
 
 
+async def _store_new(
+    deps: StepDeps, transcript: Transcript, named: str | None, system: str,
+    conversation: list[Turn], tools: ClientTools | None, received_at: float | None,
+) -> tuple[str, Started]:
+    """Store what the chat lacks of the client's conversation, and open the step on its last
+    message; what it did to the history (`new`, `appended`, `reset`) and the step. Every write
+    names the chat's position it was decided from, so that two requests that read the chat
+    alike never both store a message: the one behind gets HistoryMoved, and reads again."""
+    chat, tenant, position = transcript.chat, transcript.chat.tenant_id, transcript.last_position
+    if system and system != chat.system_prompt:  # the client's system prompt is the chat's
+        await deps.chats.update_chat(tenant, chat.id, {"system_prompt": system})
+    history, new = "appended" if transcript.rows else "new", conversation
+    decision = align(transcript.rows, transcript.more_before, conversation)
+    if isinstance(decision, Append) and decision.new:
+        new = decision.new
+    elif isinstance(decision, Append) and transcript.rows[-1].status == "streaming":
+        # Its last message is stored and a step is answering it: the same request again (a
+        # client's retry, a second tab). Stored once; the step's answer goes to the first.
+        raise Problem(409, "chat_busy", "this message is being answered (a request with the "
+                      "same history runs); retry when it ends")
+    elif not (named is not None and len(conversation) == 1):
+        # An edit or a regenerate: a "start over" line, and the client's conversation after
+        # it. (A lone message to a named chat is a new turn: clients that send only that.)
+        history = "reset"
+        line = await reset_chat(deps, tenant, chat.id, {"reason": "client_history_changed"},
+                                expect_position=position)
+        position = line.position
+    earlier, last = new[:-1], new[-1]
+    if earlier:
+        now = datetime.now(UTC)
+        rows = [ImportedMessage(t.role, t.content, deps.counter.count(t.content), now, t.meta())
+                for t in earlier]
+        if await deps.chats.import_messages(tenant, chat.id, rows, position) is None:
+            # (A step holds the chat, or another request wrote: either way, read it again.)
+            raise HistoryMoved(f"chat {chat.id} moved past position {position}")
+        position += len(rows) * POSITION_GAP  # (each imported row takes the next position)
+    started = await start_step(deps, StepRequest(
+        tenant, chat.id, last.content, None, received_at,
+        kind="tool" if last.role == "tool" else "user", meta=last.meta(), client_tools=tools,
+        expect_position=position))
+    assert isinstance(started, Started)  # (no idempotency key: never a replay)
+    return history, started
+
+
 async def _transcript(
     store: TranscriptStore, tenant: str, user: str | None, named: str | None, system: str,
     conversation: list[Turn],
 ) -> Transcript:
     """The chat the request lands in, made when new, with the end of its conversation. A name
     that is the id of one of the tenant's chats is that chat."""
-    limit = len(conversation) + _SLACK
+    limit = min(len(conversation), _COMPARED) + _SLACK
     if named is not None and (given := _uuid(named)) is not None:
         transcript = await store.read(tenant, given, limit)
         if transcript is not None:
@@ -195,7 +243,9 @@ async def _transcript(
         tenant, user, first[:_TITLE_CHARS], system, ModelSettings(), "queue"))
     if chat is None:
         raise Problem(404, "chat_not_found", f"chat {chat_id} is not this tenant's")
-    return Transcript(chat, [], False)
+    # (A chat just made has no rows; one a concurrent request made first may have, and then
+    # the position expected sends this request round again.)
+    return Transcript(chat, [], False, last_position=0)
 
 
 def _header(request: Request, name: str) -> str | None:

@@ -141,6 +141,40 @@ async def test_a_resent_history_is_stored_once_and_jin_answers_from_its_window(
         "You are terse.", "one", "A1", "two", "A2", "three"]
 
 
+@pytest.mark.parametrize("turns_before", [0, 1])
+async def test_identical_requests_at_once_store_the_new_message_once(
+    jin_oai: Jin, model: FakeOpenAIServer, turns_before: int
+) -> None:
+    """A client's retry, or two tabs: the same history with the same new message, sent at
+    once. One request stores the message and answers; the others are told the chat is busy."""
+    history: list[dict[str, Any]] = [SYSTEM]
+    for i in range(turns_before):
+        history.append({"role": "user", "content": f"earlier {i}"})
+        model.push(Reply([f"E{i}"]))
+        await _create(jin_oai, history)
+        history.append({"role": "assistant", "content": f"E{i}"})
+    history.append({"role": "user", "content": "the new question"})
+    # One answer, slow enough that every copy arrives while it streams.
+    model.push(Reply(["the ", "one ", "answer"], chunk_delay=0.5))
+    results = await asyncio.gather(*(_create(jin_oai, history) for _ in range(5)),
+                                   return_exceptions=True)
+
+    answered = [r for r in results if not isinstance(r, BaseException)]
+    refused = [r for r in results if isinstance(r, BaseException)]
+    assert len(answered) == 1, results
+    completion, headers = answered[0]
+    assert completion.choices[0].message.content == "the one answer"
+    assert len(refused) == 4
+    for error in refused:
+        assert isinstance(error, openai.ConflictError), error
+        assert error.status_code == 409 and error.code == "chat_busy"
+        assert error.body["type"] == "conflict_error"  # type: ignore[index]
+    expected = [row for i in range(turns_before)
+                for row in (("user", f"earlier {i}"), ("assistant", f"E{i}"))]
+    assert await _rows(jin_oai, headers["x-jin-chat-id"]) == [
+        *expected, ("user", "the new question"), ("assistant", "the one answer")]
+
+
 async def test_an_edited_history_resets_the_chat_visibly(
     jin_oai: Jin, model: FakeOpenAIServer
 ) -> None:
