@@ -1,20 +1,27 @@
-"""Recall at scale: the production dense query over ~1.3M message embeddings of many users.
+"""Recall at scale: the production recall statement over ~1.3M messages of many users.
 
     python -m bench.recall_scale --sizes 10000,100000,1000000 --small-users 2000 --queries 200 \\
-        --datadir /tmp/jin_scale_pg
-    python -m bench.recall_scale --sizes 10000,100000 --datadir /tmp/jin_scale_pg     # quick
+        --datadir /tmp/jin_scale_text --no-copy
+    python -m bench.recall_scale --sizes 10000,100000 --datadir /tmp/jin_scale_text     # quick
 
 The table of the migrations holds a user of each of --sizes and --mid-sizes rows and
 --small-users users of 100 rows, spread over --tenants tenants, their rows interleaved in time as
 traffic leaves them. Vectors are synthetic and clustered: 200 topics x 20 subtopics, a row is a
-subtopic plus noise, unit length; queries are drawn the same way. For each measured user, the
+subtopic plus noise, unit length; queries are drawn the same way. Every message has a text
+(Vocabulary: 4-10 words of a Zipf law over 3,000 words, and 1-2 words of its vector's topic),
+its full text written from it by the indexer's own statement; each query comes with a question
+of four words (one common, one middling, one rare, one of its topic) and one of two middling
+words only (Vocabulary.middling). For each measured user, the
 dense list of memory/recall_store.py (taken from its statement) runs on jin's engine (iterative HNSW
 scans), planned for its parameters as recall's form for any user is: as the planner chooses,
 then with the plan forced each way: exact (the owner index and a sort, what a per-user filter
 costs without a vector index) and HNSW. It
 prints p50/p95 at the client, exact/production ratios, recall@k against exact (k is
 RecallConfig.candidates unless --candidates), EXPLAIN (ANALYZE, BUFFERS) per user, the table and
-index sizes and the HNSW build time; small users must get min(k, rows) rows back. Then
+index sizes and the HNSW build time; small users must get min(k, rows) rows back. Beside
+them, the whole statement recall runs (`PostgresRecall.candidates`): dense only, and hybrid
+with either question (both lists, messages and facts), with EXPLAIN (ANALYZE, BUFFERS) of the
+slowest question as recall sent it. Then
 experiments, each undone or kept apart from the migrated table: higher hnsw.ef_search values,
 extended statistics on the owner columns, and the same rows copied into another layout
 (--copy-partitions: 0, the default, is one unpartitioned table; N is N hash partitions by owner).
@@ -22,8 +29,8 @@ Never passes or fails on time.
 
 The embedded Postgres lives in --datadir and keeps the loaded database (and the copy): a later
 run of the same layout measures without loading (--fresh loads anew, as it must after a
-migration changes). The HNSW index is dropped for the bulk load and built afterwards;
-that build is the time reported.
+migration changes). The HNSW and full-text indexes are dropped for the bulk load and built
+afterwards; those builds are the times reported.
 
 This module runs past the ~400 lines of STYLE.md: it is one benchmark, read top to bottom, with
 its loader, its experiments and its report; split up it would only scatter the figures' origin.
@@ -184,6 +191,12 @@ class Vocabulary:
         words = [common, mid, rare, self.topical[topic, rng.integers(0, self.TOPIC_WORDS)]]
         rng.shuffle(words)
         return f"what did I say about {words[0]} {words[1]} and {words[2]} {words[3]}?"
+
+    def middling(self, rng: np.random.Generator) -> str:
+        """A question of two words of ranks 10-300 only (in ~0.3-6% of rows each): too many
+        matches to read them all in a large user, too few to find the newest quickly."""
+        first, second = (self.common[rng.integers(10, 300)] for _ in range(2))
+        return f"where was the {first} {second}?"
 
 
 def _noise(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -398,6 +411,7 @@ class Queries:
     owners: list[Owner]
     vectors: np.ndarray
     questions: list[str]
+    middling: list[str]  # Vocabulary.middling
     k: int  # the length of the dense list (RecallConfig.candidates)
     exact: Run
 
@@ -464,14 +478,16 @@ async def explain(
     return re.sub(r"'\[[^\]]*\]'::vector", "'[...]'::vector", "\n".join(r[0] for r in rows))
 
 
-async def candidates_ms(engine: AsyncEngine, q: Queries, mode: Mode) -> list[float]:
+async def candidates_ms(
+    engine: AsyncEngine, q: Queries, mode: Mode, questions: list[str] | None = None,
+) -> list[float]:
     """The whole candidate statement recall runs (memory/recall_store.py `candidates`): in
     "dense" mode with no question, or in "hybrid" mode (both lists) with query i's question."""
     from memory.recall_store import PostgresRecall
 
     cfg = RecallConfig(mode=mode, candidates=q.k)
     recall = PostgresRecall(engine, None, len, cfg)  # type: ignore[arg-type]  # no embedding here
-    asked = q.questions if mode != "dense" else [""] * len(q.vectors)
+    asked = (questions or q.questions) if mode != "dense" else [""] * len(q.vectors)
     for question, vector in list(zip(asked, q.vectors, strict=True))[:20]:
         await recall.candidates(q.owner.tenant, q.owner.user, question, vector, [], cfg)
     ms = []
@@ -482,7 +498,7 @@ async def candidates_ms(engine: AsyncEngine, q: Queries, mode: Mode) -> list[flo
     return ms
 
 
-async def explain_candidates(engine: AsyncEngine, q: Queries, i: int) -> str:
+async def explain_candidates(engine: AsyncEngine, q: Queries, question: str, i: int) -> str:
     """EXPLAIN (ANALYZE, BUFFERS) of the statement recall sends for query i in hybrid mode, as
     sent: its text and arguments are taken from the driver, then explained as recall plans it."""
     from memory.recall_store import _PLANNED_FOR_ITS_USER, PostgresRecall
@@ -499,7 +515,7 @@ async def explain_candidates(engine: AsyncEngine, q: Queries, i: int) -> str:
     # runs on this one.
     async with connect(engine) as conn:
         conn.raw.add_query_logger(keep)
-    await recall.candidates(q.owner.tenant, q.owner.user, q.questions[i], q.vectors[i], [], cfg)
+    await recall.candidates(q.owner.tenant, q.owner.user, question, q.vectors[i], [], cfg)
     async with connect(engine) as conn:
         conn.raw.remove_query_logger(keep)
         if not sent:
@@ -521,8 +537,9 @@ async def queries(
     vectors, topics = clusters.sample(rng, n)
     vocabulary = Vocabulary(layout.seed, clusters.topics)
     questions = [vocabulary.question(rng, int(t)) for t in topics]
+    middling = [vocabulary.middling(rng) for _ in topics]
     exact = await run(engine, DENSE, owners, vectors, k, EXACT)
-    return Queries(owners, vectors, questions, k, exact)
+    return Queries(owners, vectors, questions, middling, k, exact)
 
 
 async def measure_user(engine: AsyncEngine, q: Queries) -> tuple[str, str]:
@@ -531,12 +548,14 @@ async def measure_user(engine: AsyncEngine, q: Queries) -> tuple[str, str]:
     forced = await run(engine, DENSE, q.owners, q.vectors, q.k, HNSW)
     whole = await candidates_ms(engine, q, "dense")
     hybrid = await candidates_ms(engine, q, "hybrid")
+    middling = await candidates_ms(engine, q, "hybrid", q.middling)
     plan = await explain(engine, DENSE, q.owner, q.vectors[0], q.k)
     chosen = plan_name(plan)
-    slowest = int(np.argmax(hybrid))
-    plan += (f"\n\nEXPLAIN (ANALYZE, BUFFERS), the whole statement, hybrid, of the slowest "
-             f"question ({hybrid[slowest]:.1f} ms): {q.questions[slowest]!r}\n"
-             + await explain_candidates(engine, q, slowest))
+    for ms, asked in ((hybrid, q.questions), (middling, q.middling)):
+        slowest = int(np.argmax(ms))
+        plan += (f"\n\nEXPLAIN (ANALYZE, BUFFERS), the whole statement, hybrid, of the slowest "
+                 f"question ({ms[slowest]:.1f} ms): {asked[slowest]!r}\n"
+                 + await explain_candidates(engine, q, asked[slowest], slowest))
     ratio = median(q.exact.ms) / median(production.ms)
     peer = PEER.get(q.owner.rows)
     row = (
@@ -544,7 +563,8 @@ async def measure_user(engine: AsyncEngine, q: Queries) -> tuple[str, str]:
         f"{ratio:.1f}x | {pair(forced.ms)} | {quality(production, q.exact)} | "
         f"{recall_at(forced.ids, q.exact.ids):.3f} | {min(map(len, production.ids))} / "
         f"{min(map(len, forced.ids))} | "
-        f"{pair(whole)} | {pair(hybrid)} | {f'{peer[0]} / {peer[1]}' if peer else '-'} |"
+        f"{pair(whole)} | {pair(hybrid)} | {pair(middling)} | "
+        f"{f'{peer[0]} / {peer[1]}' if peer else '-'} |"
     )
     return row, plan
 
@@ -742,8 +762,9 @@ async def measure(
               f"parameters); the dense list is {k} long (LIMIT {k}).")
         print("| memories | plan chosen | production | exact | exact/prod. p50 | HNSW forced | "
               f"recall@{k} prod., lost, distance | recall@{k} HNSW | fewest rows prod. / HNSW | "
-              "whole stmt, dense | whole stmt, hybrid (a question) | peer |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+              "whole stmt, dense | whole stmt, hybrid (a question) | hybrid, middling words | "
+              "peer |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
         measured, plans = [], []
         for owner in layout.measured():
             measured.append(await queries(engine, layout, [owner], n, k))
