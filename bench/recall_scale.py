@@ -1,20 +1,27 @@
-"""Recall at scale: the production dense query over ~1.3M message embeddings of many users.
+"""Recall at scale: the production recall statement over ~1.3M messages of many users.
 
     python -m bench.recall_scale --sizes 10000,100000,1000000 --small-users 2000 --queries 200 \\
-        --datadir /tmp/jin_scale_pg
-    python -m bench.recall_scale --sizes 10000,100000 --datadir /tmp/jin_scale_pg     # quick
+        --datadir /tmp/jin_scale_text --no-copy
+    python -m bench.recall_scale --sizes 10000,100000 --datadir /tmp/jin_scale_text     # quick
 
 The table of the migrations holds a user of each of --sizes and --mid-sizes rows and
 --small-users users of 100 rows, spread over --tenants tenants, their rows interleaved in time as
 traffic leaves them. Vectors are synthetic and clustered: 200 topics x 20 subtopics, a row is a
-subtopic plus noise, unit length; queries are drawn the same way. For each measured user, the
+subtopic plus noise, unit length; queries are drawn the same way. Every message has a text
+(Vocabulary: 4-10 words of a Zipf law over 3,000 words, and 1-2 words of its vector's topic),
+its full text written from it by the indexer's own statement; each query comes with a question
+of four words (one common, one middling, one rare, one of its topic) and one of two middling
+words only (Vocabulary.middling). For each measured user, the
 dense list of memory/recall_store.py (taken from its statement) runs on jin's engine (iterative HNSW
 scans), planned for its parameters as recall's form for any user is: as the planner chooses,
 then with the plan forced each way: exact (the owner index and a sort, what a per-user filter
 costs without a vector index) and HNSW. It
 prints p50/p95 at the client, exact/production ratios, recall@k against exact (k is
 RecallConfig.candidates unless --candidates), EXPLAIN (ANALYZE, BUFFERS) per user, the table and
-index sizes and the HNSW build time; small users must get min(k, rows) rows back. Then
+index sizes and the HNSW build time; small users must get min(k, rows) rows back. Beside
+them, the whole statement recall runs (`PostgresRecall.candidates`): dense only, and hybrid
+with either question (both lists, messages and facts), with EXPLAIN (ANALYZE, BUFFERS) of the
+slowest question as recall sent it. Then
 experiments, each undone or kept apart from the migrated table: higher hnsw.ef_search values,
 extended statistics on the owner columns, and the same rows copied into another layout
 (--copy-partitions: 0, the default, is one unpartitioned table; N is N hash partitions by owner).
@@ -22,8 +29,8 @@ Never passes or fails on time.
 
 The embedded Postgres lives in --datadir and keeps the loaded database (and the copy): a later
 run of the same layout measures without loading (--fresh loads anew, as it must after a
-migration changes). The HNSW index is dropped for the bulk load and built afterwards;
-that build is the time reported.
+migration changes). The HNSW and full-text indexes are dropped for the bulk load and built
+afterwards; those builds are the times reported.
 
 This module runs past the ~400 lines of STYLE.md: it is one benchmark, read top to bottom, with
 its loader, its experiments and its report; split up it would only scatter the figures' origin.
@@ -53,7 +60,7 @@ from api.database import migrate
 from db.engine import create_engine
 from db.statements import Connection, connect, fetch, positional
 from memory.indexer import IndexerConfig
-from memory.ranking import RecallConfig
+from memory.ranking import Mode, RecallConfig
 
 DIM = 384
 SMALL_ROWS = 100
@@ -67,9 +74,13 @@ def _dense_lists() -> tuple[TextClause, TextClause]:
     """The dense lists over messages (`dm`) of memory/recall_store.py, its own texts, so that this
     benchmark measures what recall runs today: the form that serves any user (the HNSW index
     for the rows in it, an exact scan for the others) and the one for users known to be small."""
-    from memory.recall_store import _DENSE_ALL, _DENSE_SPLIT
+    from memory.hnsw_membership import nearest
+    from memory.recall_store import _DENSE_SPLIT, _RECALLABLE
 
-    return text(_DENSE_SPLIT), text(_DENSE_ALL)
+    # The small users' form reads their rows once for both lists (`for_small_users`); its dense
+    # list is this exact scan of them.
+    return text(_DENSE_SPLIT), text(nearest("message_id", "message_embeddings", _RECALLABLE,
+                                            ":qv", ":n", indexed=False))
 
 
 DENSE, DENSE_SMALL = _dense_lists()
@@ -116,7 +127,9 @@ class Layout:
     def database(self) -> str:
         sizes = "_".join(str(n) for n in self.sizes)
         mids = "_".join(str(n) for n in self.mid_sizes)
-        return f"scale_{sizes}_m{mids}_{self.small_users}x{SMALL_ROWS}_t{self.tenants}_s{self.seed}"
+        # (_zipf: rows with the text of Vocabulary; a database loaded before it is not reused.)
+        return (f"scale_{sizes}_m{mids}_{self.small_users}x{SMALL_ROWS}_t{self.tenants}"
+                f"_s{self.seed}_zipf")
 
 
 class Clusters:
@@ -127,10 +140,63 @@ class Clusters:
         centres = _unit(rng.standard_normal((topics, DIM), dtype=np.float32))
         parents = np.repeat(centres, subtopics, axis=0)
         self.subtopics = _unit(parents + 0.7 * _noise(rng, len(parents)))
+        self.topics, self.per_topic = topics, subtopics
 
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        picked = self.subtopics[rng.integers(0, len(self.subtopics), n)]
-        return _unit(picked + 0.6 * _noise(rng, n))
+    def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """n vectors and the topic of each (what its text's topic words are drawn from)."""
+        picked = rng.integers(0, len(self.subtopics), n)
+        return _unit(self.subtopics[picked] + 0.6 * _noise(rng, n)), picked // self.per_topic
+
+
+class Vocabulary:
+    """Words for synthetic text: COMMON words drawn by a Zipf law (the commonest in ~60% of rows,
+    the 100th in ~1%, the rarest in ~0.03%: full text's long tail, stop words apart), and
+    TOPIC_WORDS words per topic of the vectors, so that a row's text and its vector agree.
+    Made-up syllables (consonant + a, o or u) that the English stemmer leaves whole."""
+
+    COMMON, TOPIC_WORDS, ZIPF_S = 3000, 5, 1.0
+
+    def __init__(self, seed: int, topics: int) -> None:
+        rng = np.random.default_rng([seed, 4])
+        syllables = [c + v for c in "bdfgklmnprstvz" for v in "aou"]
+        picked = rng.choice(len(syllables) ** 3, self.COMMON + topics * self.TOPIC_WORDS,
+                            replace=False)
+        n = len(syllables)
+        words = [syllables[i // n // n] + syllables[i // n % n] + syllables[i % n]
+                 for i in picked.tolist()]
+        self.common = np.array(words[: self.COMMON])
+        self.topical = np.array(words[self.COMMON:]).reshape(topics, self.TOPIC_WORDS)
+        weights = 1 / np.arange(1, self.COMMON + 1) ** self.ZIPF_S
+        self.p = weights / weights.sum()
+
+    def sentences(self, rng: np.random.Generator, topics: np.ndarray) -> list[str]:
+        """A text per topic: 4-10 Zipf words and 1-2 of the topic's words, shuffled."""
+        n = len(topics)
+        common = self.common[rng.choice(self.COMMON, (n, 10), p=self.p)]
+        lengths = rng.integers(4, 11, n)
+        topical = self.topical[topics[:, None], rng.integers(0, self.TOPIC_WORDS, (n, 2))]
+        topical_count = rng.integers(1, 3, n)
+        out = []
+        for i in range(n):
+            words = [*common[i, : lengths[i]], *topical[i, : topical_count[i]]]
+            rng.shuffle(words)
+            out.append(" ".join(words))
+        return out
+
+    def question(self, rng: np.random.Generator, topic: int) -> str:
+        """A question of a few words: one of the 10 commonest, one of ranks 10-300, one rarer,
+        and one of the topic's words."""
+        common, mid, rare = (self.common[rng.integers(lo, hi)]
+                             for lo, hi in ((0, 10), (10, 300), (300, self.COMMON)))
+        words = [common, mid, rare, self.topical[topic, rng.integers(0, self.TOPIC_WORDS)]]
+        rng.shuffle(words)
+        return f"what did I say about {words[0]} {words[1]} and {words[2]} {words[3]}?"
+
+    def middling(self, rng: np.random.Generator) -> str:
+        """A question of two words of ranks 10-300 only (in ~0.3-6% of rows each): too many
+        matches to read them all in a large user, too few to find the newest quickly."""
+        first, second = (self.common[rng.integers(10, 300)] for _ in range(2))
+        return f"where was the {first} {second}?"
 
 
 def _noise(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -235,12 +301,15 @@ async def database_state(server_url: str, layout: Layout, fresh: bool) -> dict[s
 
 
 async def load(url: str, server_url: str, layout: Layout) -> dict[str, float]:
-    """Chats, messages and embeddings in chunks, then the HNSW index; returns the timings."""
+    """Chats, messages and embeddings in chunks, then the HNSW and full-text indexes; returns
+    the timings."""
     conn = await _connect(url)
     await conn.execute("SET synchronous_commit = off")
-    hnsw = _whole(await conn.fetchval(
-        "SELECT pg_get_indexdef('message_embeddings_hnsw'::regclass)"))
-    await conn.execute("DROP INDEX message_embeddings_hnsw")
+    # Built after the load, as a bulk load would: with the full-text index kept up row by row,
+    # the load's average rate fell from ~6,700 to ~3,800 rows/s by 314,000 rows.
+    hnsw, tsv = [_whole(await conn.fetchval(f"SELECT pg_get_indexdef('{name}'::regclass)"))
+                 for name in ("message_embeddings_hnsw", "message_embeddings_tsv")]
+    await conn.execute("DROP INDEX message_embeddings_hnsw, message_embeddings_tsv")
     owners = layout.measured() + layout.small()
     # Each user counted as the indexer would have by the end, so that every row is written
     # in or out of the HNSW index as its user's would be (memory/indexer.py `ann_from`).
@@ -258,9 +327,11 @@ async def load(url: str, server_url: str, layout: Layout) -> dict[str, float]:
     ))
     ranks = owner_ranks(owner_of_row, len(owners))
     clusters, started = Clusters(layout.seed), time.perf_counter()
+    vocabulary = Vocabulary(layout.seed, clusters.topics)
     for lo in range(0, layout.rows, CHUNK):
         hi = min(lo + CHUNK, layout.rows)
-        await _load_chunk(conn, clusters, rng, owner_of_row[lo:hi], ranks[lo:hi], lo, layout.rows)
+        await _load_chunk(conn, clusters, vocabulary, rng, owner_of_row[lo:hi], ranks[lo:hi], lo,
+                          layout.rows)
         rate = hi / (time.perf_counter() - started)
         print(f"  loaded {hi:>10,} / {layout.rows:,} rows  {rate:,.0f} rows/s", flush=True)
     loaded = time.perf_counter() - started
@@ -270,11 +341,15 @@ async def load(url: str, server_url: str, layout: Layout) -> dict[str, float]:
     started = time.perf_counter()
     await conn.execute(hnsw)
     built = time.perf_counter() - started
+    started = time.perf_counter()
+    await conn.execute(tsv)
+    built_tsv = time.perf_counter() - started
     for table in ("chats", "messages", "message_embeddings"):
         await conn.execute(f"VACUUM (ANALYZE) {table}")
     await conn.execute("CHECKPOINT")
     await conn.close()
-    facts = {"load_s": loaded, "rows_per_s": layout.rows / loaded, "hnsw_build_s": built}
+    facts = {"load_s": loaded, "rows_per_s": layout.rows / loaded, "hnsw_build_s": built,
+             "tsv_build_s": built_tsv}
     conn = await _connect(server_url, vectors=False)
     await conn.execute(f"COMMENT ON DATABASE {layout.database} IS '{json.dumps(facts)}'")
     await conn.close()
@@ -286,14 +361,12 @@ def _whole(index_definition: str) -> str:
     return index_definition.replace(" ON ONLY ", " ON ")
 
 
-_WORDS = [a + b for a in ("ka", "lo", "mi", "nu", "pe", "ri", "so", "tu", "va", "ze")
-          for b in ("ber", "dan", "fis", "gol", "hum", "jek", "lin", "mor")]
 _FIRST = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 async def _load_chunk(
-    conn: Any, clusters: Clusters, rng: np.random.Generator, owners: np.ndarray,
-    ranks: np.ndarray, first_row: int, total_rows: int,
+    conn: Any, clusters: Clusters, vocabulary: Vocabulary, rng: np.random.Generator,
+    owners: np.ndarray, ranks: np.ndarray, first_row: int, total_rows: int,
 ) -> None:
     """Messages by COPY, then their embeddings by memory/indexer.py's own statement; a year of
     traffic, row i at i/total_rows of it."""
@@ -303,19 +376,19 @@ async def _load_chunk(
 
     step = timedelta(days=365) / total_rows
     ids = [uuid.UUID(bytes=rng.bytes(16)) for _ in range(len(owners))]
-    words = rng.integers(0, len(_WORDS), (len(owners), 8))
+    vectors, topics = clusters.sample(rng, len(owners))
+    texts = vocabulary.sentences(rng, topics)
     records = [
         (ids[i], chat_id(int(owner), int(rank) // CHAT_ROWS), int(rank) % CHAT_ROWS,
-         ("user", "assistant")[int(rank) % 2], " ".join(_WORDS[w] for w in words[i]),
-         _FIRST + step * (first_row + i))
+         ("user", "assistant")[int(rank) % 2], texts[i], _FIRST + step * (first_row + i))
         for i, (owner, rank) in enumerate(zip(owners, ranks, strict=True))
     ]
     await conn.copy_records_to_table(
         "messages", columns=["id", "chat_id", "position", "kind", "content", "created_at"],
         records=records,
     )
-    vectors = [Vector(v) for v in clusters.sample(rng, len(owners))]
-    params = {"ids": ids, "vectors": vectors, "embedder": "synthetic"}
+    # Their full text is the messages' own: the indexer's statement reads the content it stores.
+    params = {"ids": ids, "vectors": [Vector(v) for v in vectors], "embedder": "synthetic"}
     sql, names = positional(str(_WRITE))
     await conn.execute(sql, *(params[name] for name in names))
 
@@ -332,10 +405,13 @@ class Run:
 
 @dataclass(frozen=True)
 class Queries:
-    """Query vectors (vector i asks owners[i % len(owners)]) and their exact answers."""
+    """Query vectors (vector i asks owners[i % len(owners)]) and their exact answers; a question
+    per vector, of words of its topic and of the Zipf vocabulary (Vocabulary.question)."""
 
     owners: list[Owner]
     vectors: np.ndarray
+    questions: list[str]
+    middling: list[str]  # Vocabulary.middling
     k: int  # the length of the dense list (RecallConfig.candidates)
     exact: Run
 
@@ -402,20 +478,54 @@ async def explain(
     return re.sub(r"'\[[^\]]*\]'::vector", "'[...]'::vector", "\n".join(r[0] for r in rows))
 
 
-async def candidates_ms(engine: AsyncEngine, q: Queries) -> list[float]:
-    """The whole candidate statement recall runs (memory/recall_store.py), in dense mode."""
+async def candidates_ms(
+    engine: AsyncEngine, q: Queries, mode: Mode, questions: list[str] | None = None,
+) -> list[float]:
+    """The whole candidate statement recall runs (memory/recall_store.py `candidates`): in
+    "dense" mode with no question, or in "hybrid" mode (both lists) with query i's question."""
     from memory.recall_store import PostgresRecall
 
-    cfg = RecallConfig(mode="dense", candidates=q.k)
+    cfg = RecallConfig(mode=mode, candidates=q.k)
     recall = PostgresRecall(engine, None, len, cfg)  # type: ignore[arg-type]  # no embedding here
-    for vector in q.vectors[:20]:
-        await recall.candidates(q.owner.tenant, q.owner.user, "", vector, [], cfg)
+    asked = (questions or q.questions) if mode != "dense" else [""] * len(q.vectors)
+    for question, vector in list(zip(asked, q.vectors, strict=True))[:20]:
+        await recall.candidates(q.owner.tenant, q.owner.user, question, vector, [], cfg)
     ms = []
-    for vector in q.vectors:
+    for question, vector in zip(asked, q.vectors, strict=True):
         started = time.perf_counter()
-        await recall.candidates(q.owner.tenant, q.owner.user, "", vector, [], cfg)
+        await recall.candidates(q.owner.tenant, q.owner.user, question, vector, [], cfg)
         ms.append((time.perf_counter() - started) * 1000)
     return ms
+
+
+async def explain_candidates(engine: AsyncEngine, q: Queries, question: str, i: int) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of the statement recall sends for query i in hybrid mode, as
+    sent: its text and arguments are taken from the driver, then explained as recall plans it."""
+    from memory.recall_store import _PLANNED_FOR_ITS_USER, PostgresRecall
+
+    cfg = RecallConfig(mode="hybrid", candidates=q.k)
+    recall = PostgresRecall(engine, None, len, cfg)  # type: ignore[arg-type]  # no embedding here
+    sent: list[Any] = []
+
+    def keep(logged: Any) -> None:
+        if "UNION ALL" in logged.query:
+            sent.append(logged)
+
+    # The pool hands back the connection given back last (db/engine.py): recall's next call
+    # runs on this one.
+    async with connect(engine) as conn:
+        conn.raw.add_query_logger(keep)
+    await recall.candidates(q.owner.tenant, q.owner.user, question, q.vectors[i], [], cfg)
+    async with connect(engine) as conn:
+        conn.raw.remove_query_logger(keep)
+        if not sent:
+            return "(not explained: recall ran on another connection)"
+        async with conn.raw.transaction():
+            await conn.raw.execute(_PLANNED_FOR_ITS_USER)
+            rows = await conn.raw.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {sent[0].query}",
+                                        *sent[0].args)
+    plan = "\n".join(r[0] for r in rows)
+    return re.sub(r"'\[[^\]]*\]'::vector", "'[...]'::vector", plan)
 
 
 async def queries(
@@ -424,24 +534,37 @@ async def queries(
     """Vectors drawn as the data was, and their exact answers (the ground truth)."""
     clusters = Clusters(layout.seed)
     rng = np.random.default_rng([layout.seed, 2, *(o.rows for o in owners[:1]), len(owners)])
-    vectors = clusters.sample(rng, n)
-    return Queries(owners, vectors, k, await run(engine, DENSE, owners, vectors, k, EXACT))
+    vectors, topics = clusters.sample(rng, n)
+    vocabulary = Vocabulary(layout.seed, clusters.topics)
+    questions = [vocabulary.question(rng, int(t)) for t in topics]
+    middling = [vocabulary.middling(rng) for _ in topics]
+    exact = await run(engine, DENSE, owners, vectors, k, EXACT)
+    return Queries(owners, vectors, questions, middling, k, exact)
 
 
 async def measure_user(engine: AsyncEngine, q: Queries) -> tuple[str, str]:
     """One row of the main table (production, exact, HNSW forced) and the production EXPLAIN."""
     production = await run(engine, DENSE, q.owners, q.vectors, q.k)
     forced = await run(engine, DENSE, q.owners, q.vectors, q.k, HNSW)
-    whole = await candidates_ms(engine, q)
+    whole = await candidates_ms(engine, q, "dense")
+    hybrid = await candidates_ms(engine, q, "hybrid")
+    middling = await candidates_ms(engine, q, "hybrid", q.middling)
     plan = await explain(engine, DENSE, q.owner, q.vectors[0], q.k)
+    chosen = plan_name(plan)
+    for ms, asked in ((hybrid, q.questions), (middling, q.middling)):
+        slowest = int(np.argmax(ms))
+        plan += (f"\n\nEXPLAIN (ANALYZE, BUFFERS), the whole statement, hybrid, of the slowest "
+                 f"question ({ms[slowest]:.1f} ms): {asked[slowest]!r}\n"
+                 + await explain_candidates(engine, q, asked[slowest], slowest))
     ratio = median(q.exact.ms) / median(production.ms)
     peer = PEER.get(q.owner.rows)
     row = (
-        f"| {q.owner.rows:,} | {plan_name(plan)} | {pair(production.ms)} | {pair(q.exact.ms)} | "
+        f"| {q.owner.rows:,} | {chosen} | {pair(production.ms)} | {pair(q.exact.ms)} | "
         f"{ratio:.1f}x | {pair(forced.ms)} | {quality(production, q.exact)} | "
         f"{recall_at(forced.ids, q.exact.ids):.3f} | {min(map(len, production.ids))} / "
         f"{min(map(len, forced.ids))} | "
-        f"{pair(whole)} | {f'{peer[0]} / {peer[1]}' if peer else '-'} |"
+        f"{pair(whole)} | {pair(hybrid)} | {pair(middling)} | "
+        f"{f'{peer[0]} / {peer[1]}' if peer else '-'} |"
     )
     return row, plan
 
@@ -615,7 +738,8 @@ async def print_setup(engine: AsyncEngine, facts: dict[str, float]) -> None:
     for row in sizes:
         print(f"  {row['relname']:<32} {_size(row['bytes'])}")
     print(f"load: {facts['rows_per_s']:,.0f} rows/s ({facts['load_s']:.0f} s, without the HNSW "
-          f"index); HNSW build: {facts['hnsw_build_s']:.1f} s")
+          f"and GIN indexes); HNSW build: {facts['hnsw_build_s']:.1f} s; full-text (GIN) build: "
+          f"{facts.get('tsv_build_s', float('nan')):.1f} s")
 
 
 def _size(n: int) -> str:
@@ -624,7 +748,7 @@ def _size(n: int) -> str:
 
 async def measure(
     url: str, layout: Layout, facts: dict[str, float], n: int, k: int,
-    copy_partitions: int | None,
+    copy_partitions: int | None, with_experiments: bool = True,
 ) -> None:
     engine = create_engine(url, pool_size=2)
     try:
@@ -638,8 +762,9 @@ async def measure(
               f"parameters); the dense list is {k} long (LIMIT {k}).")
         print("| memories | plan chosen | production | exact | exact/prod. p50 | HNSW forced | "
               f"recall@{k} prod., lost, distance | recall@{k} HNSW | fewest rows prod. / HNSW | "
-              "whole candidate stmt | peer |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+              "whole stmt, dense | whole stmt, hybrid (a question) | hybrid, middling words | "
+              "peer |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
         measured, plans = [], []
         for owner in layout.measured():
             measured.append(await queries(engine, layout, [owner], n, k))
@@ -665,7 +790,7 @@ async def measure(
                 print(f"\nEXPLAIN (ANALYZE, BUFFERS), {name}, a {SMALL_ROWS}-row user:\n{plan}")
         print("\nexperiments")
         rows = []
-        for variant in experiments(copy_partitions):
+        for variant in experiments(copy_partitions) if with_experiments else []:
             rows += await measure_variant(engine, url, variant, measured, small)
         print(f"| experiment | memories | plan chosen | p50 / p95 ms | "
               f"recall@{k}, lost, distance | full answers |")
@@ -689,6 +814,7 @@ def main() -> None:
     parser.add_argument("--copy-partitions", type=int, default=0,
                         help="layout of the copy experiment: 0 one table, N hash partitions")
     parser.add_argument("--no-copy", action="store_true", help="skip the copy experiment")
+    parser.add_argument("--no-experiments", action="store_true", help="skip every experiment")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--datadir", type=Path, default=Path("/tmp/jin_scale_pg"))
     parser.add_argument("--shared-buffers", default="12GB",
@@ -711,7 +837,8 @@ def main() -> None:
     else:
         print("loaded by an earlier run: measuring only (--fresh loads again)")
     copy = None if args.no_copy else args.copy_partitions
-    asyncio.run(measure(url, layout, facts, args.queries, args.candidates, copy))
+    asyncio.run(measure(url, layout, facts, args.queries, args.candidates, copy,
+                        not args.no_experiments))
 
 
 if __name__ == "__main__":
