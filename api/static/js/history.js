@@ -58,11 +58,19 @@ export class History {
     return this.loading;
   }
 
-  // Rows written since the newest one shown (a step's, a start-over line's).
-  async newer() {
+  // Rows written since the newest one shown (a step's, a start-over line's). A row still
+  // streaming (a stopped answer is saved a moment after its stream closes) is read again until
+  // it is final, so the log never trades the text it showed for an unfinished row.
+  async newer(tries = 20) {
     const chatId = this.chatId;
     const page = await this.page(this.last === null ? { after: "-1" } : { after: String(this.last) });
-    if (this.chatId === chatId) this.place(page.messages);
+    if (this.chatId !== chatId) return;
+    const open = page.messages.findIndex((row) => row.status === "streaming");
+    this.place(open < 0 ? page.messages : page.messages.slice(0, open));
+    if (open >= 0 && tries > 0) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      await this.newer(tries - 1);
+    }
   }
 
   // The row right after `position`: where a compaction puts its summary.
