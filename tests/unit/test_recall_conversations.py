@@ -12,7 +12,8 @@ import pytest
 
 from bench.recall_conversations import LANGS, generate, write
 from memory.evaluation.baselines import tokens
-from memory.evaluation.dataset import Dataset, Turn, load_dataset
+from memory.evaluation.dataset import Dataset, load_dataset
+from tests.unit.test_recall_dataset import turns_by_id
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,11 +23,6 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
     path = tmp_path_factory.mktemp("talk") / "d.jsonl"
     write(path, generate())  # the defaults: 8 conversations of ~400 turns
     return load_dataset(path)
-
-
-def turns_by_id(dataset: Dataset) -> dict[tuple[str, str], Turn]:
-    return {(c.conversation_id, t.turn_id): t
-            for c in dataset.conversations.values() for t in c.turns()}
 
 
 def cli(out: Path, seed: int) -> bytes:
