@@ -131,6 +131,14 @@ def test_lists_and_picks_chats(jin: str, model: FakeOpenAIServer) -> None:
     assert messages_of(jin, ids[1]) == []
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """The client starts with Ctrl-C as a shell gives it: handled, not blocked. A child inherits
+    its parent's ignored signals and signal mask, and in a whole run something earlier in the
+    test process left SIGINT ignored or blocked (the client then streamed on through it)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Typist:
     """A `jin chat` process driven line by line, its output read as it comes."""
 
@@ -138,6 +146,7 @@ class Typist:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "api.cli", "chat"], env=env, cwd=ROOT, text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
+            preexec_fn=_ctrl_c_as_in_a_terminal,
         )
         self.out = ""
         self._chars: queue.Queue[str] = queue.Queue()
