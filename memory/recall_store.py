@@ -33,7 +33,7 @@ from memory.ranking import (
     keyword_query,
     rank,
 )
-from memory.time_focus import time_focus
+from memory.time_focus import focused
 
 _OWNER = "tenant_id = :t AND user_id = :u"
 # What the window shows is never recalled: a few rows by id (the first exchange, the new
@@ -415,18 +415,6 @@ class PostgresRecall:
             if len(self._small) >= _MAX_KNOWN_SMALL:
                 self._small.clear()
             self._small.add(owner)
-
-
-def focused(question: str, now: datetime, cfg: RecallConfig) -> tuple[datetime, RecallConfig]:
-    """Where recency is measured from, and how: from the moment the question names, if it names
-    one (memory/time_focus.py); with no recency for a question about the first time."""
-    focus = time_focus(question, now)
-    if focus is None:
-        return now, cfg
-    if focus.earliest or focus.at is None:
-        return now, replace(cfg, recency_floor=1.0)
-    return focus.at, replace(cfg, freshness_days=max(cfg.freshness_days, focus.span_days),
-                             recency_floor=min(cfg.recency_floor, cfg.focus_floor))
 
 
 # The ranking keeps at most `max_items` of the candidates, walking them best first; it passes

@@ -10,8 +10,10 @@ oldest mention is the one it asks for. English, Russian and Ukrainian.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+
+from memory.ranking import RecallConfig
 
 
 @dataclass(frozen=True)
@@ -109,3 +111,15 @@ def _month_focus(month: int, year: int | None, now: datetime) -> TimeFocus:
         year = now.year if month <= now.month else now.year - 1
     middle = datetime(year, month, 15, 12, tzinfo=now.tzinfo or UTC)
     return TimeFocus(middle, 16)
+
+
+def focused(question: str, now: datetime, cfg: RecallConfig) -> tuple[datetime, RecallConfig]:
+    """Where recency is measured from, and how: from the moment the question names, if it names
+    one (`time_focus`); with no recency for a question about the first time."""
+    focus = time_focus(question, now)
+    if focus is None:
+        return now, cfg
+    if focus.earliest or focus.at is None:
+        return now, replace(cfg, recency_floor=1.0)
+    return focus.at, replace(cfg, freshness_days=max(cfg.freshness_days, focus.span_days),
+                             recency_floor=min(cfg.recency_floor, cfg.focus_floor))

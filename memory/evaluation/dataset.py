@@ -148,6 +148,17 @@ def _fact(record: dict[str, Any], n: int) -> Fact:
                 created_at=_timestamp(record["created_at"], "created_at", n))
 
 
+def _turns_of(ids: dict[str, set[str]], conversation_id: str, named: tuple[str, ...],
+              what: str, n: int) -> None:
+    """Line n names, as its `what`, turns that its conversation has; ValueError if not."""
+    if conversation_id not in ids:
+        raise ValueError(f"line {n}: conversation {conversation_id!r} has no turns")
+    unknown = [t for t in named if t not in ids[conversation_id]]
+    if unknown:
+        raise ValueError(f"line {n}: {what} {', '.join(map(repr, unknown))} is not a turn "
+                         f"of conversation {conversation_id!r}")
+
+
 def _assemble(turns: list[tuple[int, Turn]], questions: list[tuple[int, Question]],
               facts: list[tuple[int, Fact]]) -> Dataset:
     sessions: dict[str, dict[str, list[Turn]]] = {}
@@ -165,19 +176,9 @@ def _assemble(turns: list[tuple[int, Turn]], questions: list[tuple[int, Question
         if question.question_id in seen:
             raise ValueError(f"line {n}: question {question.question_id!r} appears twice")
         seen.add(question.question_id)
-        if question.conversation_id not in ids:
-            raise ValueError(f"line {n}: conversation {question.conversation_id!r} has no turns")
-        unknown = [e for e in question.evidence if e not in ids[question.conversation_id]]
-        if unknown:
-            raise ValueError(f"line {n}: evidence {', '.join(map(repr, unknown))} is not a turn "
-                             f"of conversation {question.conversation_id!r}")
+        _turns_of(ids, question.conversation_id, question.evidence, "evidence", n)
     for n, fact in facts:
-        if fact.conversation_id not in ids:
-            raise ValueError(f"line {n}: conversation {fact.conversation_id!r} has no turns")
-        unknown = [s for s in fact.sources if s not in ids[fact.conversation_id]]
-        if unknown:
-            raise ValueError(f"line {n}: source {', '.join(map(repr, unknown))} is not a turn "
-                             f"of conversation {fact.conversation_id!r}")
+        _turns_of(ids, fact.conversation_id, fact.sources, "source", n)
     conversations = {
         cid: Conversation(cid, tuple(Session(sid, tuple(ts)) for sid, ts in by_session.items()))
         for cid, by_session in sessions.items()

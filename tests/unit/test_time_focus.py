@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memory.ranking import RecallConfig, recency
-from memory.recall_store import focused
-from memory.time_focus import time_focus
+from memory.time_focus import focused, time_focus
 
 NOW = datetime(2026, 11, 20, 10, tzinfo=UTC)
 
