@@ -86,9 +86,12 @@ export class History {
 
   // Insert (or replace, by id) one stored row, in position order.
   put(row) {
+    const existing = this.log.querySelector(`[data-id="${CSS.escape(row.id)}"]`);
+    // A row still being written (a page of history read while the answer streams, or just
+    // after a stop) never takes the place of what the page shows of it; `newer` reads it again.
+    if (existing && row.status === "streaming") return;
     this.rows.set(row.id, row);
     const node = rowElement(row, () => this.onRetry(row));
-    const existing = this.log.querySelector(`[data-id="${CSS.escape(row.id)}"]`);
     // A streamed error says more (its code, the provider's words) than the stored row.
     const streamed = existing?.dataset.live !== undefined && existing.querySelector(".error");
     if (streamed) node.querySelector(".error")?.replaceWith(streamed);
