@@ -2,7 +2,7 @@
 memory/evaluation/dataset.py), shaped like real chat histories rather than like a test.
 
     python -m bench.recall_conversations --out FILE.jsonl [--conversations 8] [--turns 400]
-        [--seed 0] [--fact-sources turn|session]
+        [--seed 0] [--fact-sources none|turn|session]
 
 Each conversation is two friends chatting over a year: 16-24 sessions days to two months apart,
 ~400 turns, most of them small talk. Both friends are people; imported into jin, as a two-person
@@ -25,14 +25,15 @@ every 8) is in Russian and conversation 5 in Ukrainian, the rest in English ("la
 question; "age_days" says how old its newest evidence is). The output is a pure function of the
 arguments: the same seed gives the same bytes.
 
-Each planted line also comes with the fact a memory flush would draw from it (a "fact" line:
-"Anna adopted a pet, a ginger kitten", bench/talk.py `noted`), sourced from that turn: an oracle
-flush, what a perfect extractor would write, one fact a planted line and nothing of the small
-talk. A measurement of fact expansion on this set is therefore an upper bound of what expansion
-gives with a real helper model. jin's flush names every message of the compacted span as a
-fact's source; `--fact-sources session` gives each fact its whole session instead, nearer that.
-(The facts draw nothing from the generator: the turns and questions are those of a set without
-them.)
+With `--fact-sources turn`, each planted line also comes with the fact a memory flush would draw
+from it (a "fact" line: "Anna adopted a pet, a ginger kitten", bench/talk.py `noted`), sourced from
+that turn: an oracle flush, what a perfect extractor would write, one fact a planted line and
+nothing of the small talk. A measurement of fact expansion on this set is therefore an upper bound
+of what expansion gives with a real helper model. jin's flush names every message of the compacted
+span as a fact's source; `--fact-sources session` gives each fact its whole session instead, nearer
+that. (The facts draw nothing from the generator: the turns and questions are those of a set
+without them, and the default, `none`, writes no facts: the set the recall tables of
+bench/README.md measure.)
 """
 
 from __future__ import annotations
@@ -314,7 +315,7 @@ def facts(records: list[dict[str, Any]], said_in: list[tuple[Event, str]],
     return out
 
 
-def conversation(index: int, turns: int, seed: int, fact_sources: str = "turn"
+def conversation(index: int, turns: int, seed: int, fact_sources: str = "none"
                  ) -> list[dict[str, Any]]:
     # One generator per conversation: adding conversations leaves the earlier ones unchanged.
     rng = random.Random(f"{seed}/{index}")
@@ -334,7 +335,8 @@ def conversation(index: int, turns: int, seed: int, fact_sources: str = "turn"
     for events in plan.events:
         rng.shuffle(events)
     records, placed, said_in = lay_out(rng, talk, cid, plan, turns)
-    records += facts(records, said_in, fact_sources)
+    if fact_sources != "none":
+        records += facts(records, said_in, fact_sources)
     for n, q in enumerate(plan.questions):
         evidence = [placed[key] for key in q["keys"]]
         newest = max(at for _, at in evidence)
@@ -348,7 +350,7 @@ def conversation(index: int, turns: int, seed: int, fact_sources: str = "turn"
 
 
 def generate(conversations: int = 8, turns: int = 400, seed: int = 0,
-             fact_sources: str = "turn") -> list[dict[str, Any]]:
+             fact_sources: str = "none") -> list[dict[str, Any]]:
     """Every record of the dataset, conversation by conversation: turns, facts, questions."""
     if conversations < 1 or turns < 100:
         raise ValueError("need at least 1 conversation and 100 turns a conversation")
@@ -361,8 +363,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--conversations", type=int, default=8)
     parser.add_argument("--turns", type=int, default=400, help="about this many a conversation")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--fact-sources", choices=("turn", "session"), default="turn",
-                        help="what each fact names as its source: its turn, or its session")
+    parser.add_argument("--fact-sources", choices=("none", "turn", "session"), default="none",
+                        help="write a fact a planted line, naming as its source its turn or its "
+                             "session (default: no facts)")
     args = parser.parse_args(argv)
     try:
         records = generate(args.conversations, args.turns, args.seed, args.fact_sources)

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
     path = tmp_path_factory.mktemp("talk") / "d.jsonl"
-    write(path, generate())  # the defaults: 8 conversations of ~400 turns
+    write(path, generate(fact_sources="turn"))  # 8 conversations of ~400 turns, and facts
     return load_dataset(path)
 
 
@@ -135,3 +135,10 @@ def test_facts_can_name_their_whole_session_as_a_flush_of_it_would(tmp_path: Pat
     sessions = {(c.conversation_id, tuple(t.turn_id for t in s.turns))
                 for c in spans.conversations.values() for s in c.sessions}
     assert spans.facts and all((f.conversation_id, f.sources) in sessions for f in spans.facts)
+
+
+def test_the_default_set_has_no_facts_as_the_recall_tables_measure(tmp_path: Path) -> None:
+    path = tmp_path / "plain.jsonl"
+    write(path, generate(conversations=2, turns=150))
+    plain = load_dataset(path)
+    assert plain.questions and not plain.facts
