@@ -498,6 +498,30 @@ async def candidates_ms(
     return ms
 
 
+async def scans_side_by_side(engine: AsyncEngine, q: Queries, scans: list[int]) -> list[str]:
+    """The hybrid statement with each `keyword_scan` (how many of the newest full-text matches
+    BM25 ranks), question by question in turn, so that every value meets the same load: one
+    table row per kind of question."""
+    from memory.recall_store import PostgresRecall
+
+    rows = []
+    for kind, asked in (("a question", q.questions), ("two middling words", q.middling)):
+        ms: dict[int, list[float]] = {scan: [] for scan in scans}
+        configs = {scan: RecallConfig(mode="hybrid", candidates=q.k, keyword_scan=scan)
+                   for scan in scans}
+        recall = PostgresRecall(engine, None, len, configs[scans[0]])  # type: ignore[arg-type]
+        for i, (question, vector) in enumerate(zip(asked, q.vectors, strict=True)):
+            for scan in scans[i % len(scans):] + scans[:i % len(scans)]:
+                started = time.perf_counter()
+                await recall.candidates(q.owner.tenant, q.owner.user, question, vector, [],
+                                        configs[scan])
+                if i >= 10:  # (the first ten warm the plans and the cache)
+                    ms[scan].append((time.perf_counter() - started) * 1000)
+        rows.append(f"| {q.owner.rows:,} | {kind} | "
+                    + " | ".join(pair(ms[scan]) for scan in scans) + " |")
+    return rows
+
+
 async def explain_candidates(engine: AsyncEngine, q: Queries, question: str, i: int) -> str:
     """EXPLAIN (ANALYZE, BUFFERS) of the statement recall sends for query i in hybrid mode, as
     sent: its text and arguments are taken from the driver, then explained as recall plans it."""
@@ -748,7 +772,7 @@ def _size(n: int) -> str:
 
 async def measure(
     url: str, layout: Layout, facts: dict[str, float], n: int, k: int,
-    copy_partitions: int | None, with_experiments: bool = True,
+    copy_partitions: int | None, with_experiments: bool = True, scans: list[int] | None = None,
 ) -> None:
     engine = create_engine(url, pool_size=2)
     try:
@@ -771,6 +795,12 @@ async def measure(
             row, plan = await measure_user(engine, measured[-1])
             plans.append(plan)
             print(row, flush=True)
+        if scans:
+            print("\nthe hybrid statement by keyword_scan, p50 / p95 ms, side by side")
+            print("| memories | question | " + " | ".join(f"scan {s}" for s in scans) + " |")
+            print("|---|---|" + "---|" * len(scans))
+            for q in measured:
+                print("\n".join(await scans_side_by_side(engine, q, scans)), flush=True)
         small = None
         if layout.small_users:
             picked = np.random.default_rng([layout.seed, 3]).permutation(layout.small_users)[:n]
@@ -820,6 +850,8 @@ def main() -> None:
     parser.add_argument("--shared-buffers", default="12GB",
                         help="room for the table and its partitioned copy, hot")
     parser.add_argument("--fresh", action="store_true", help="load again even if loaded")
+    parser.add_argument("--keyword-scans", default="",
+                        help="a comma list of keyword_scan values to time side by side (hybrid)")
     args = parser.parse_args()
     layout = Layout(
         tuple(int(n) for n in args.sizes.split(",")),
@@ -837,8 +869,9 @@ def main() -> None:
     else:
         print("loaded by an earlier run: measuring only (--fresh loads again)")
     copy = None if args.no_copy else args.copy_partitions
+    scans = [int(n) for n in args.keyword_scans.split(",") if n]
     asyncio.run(measure(url, layout, facts, args.queries, args.candidates, copy,
-                        not args.no_experiments))
+                        not args.no_experiments, scans))
 
 
 if __name__ == "__main__":
