@@ -68,6 +68,8 @@ class MarkerFilter:
         return pending, []
 
     def _take(self, part: str) -> None:
+        if not self._length:
+            part = part.lstrip()
         room = MAX_ARGUMENT_CHARS - self._length
         if room > 0:
             self._argument.append(part[:room])
