@@ -90,6 +90,7 @@ class Answer:
     first_delta_at: float | None = None
     first_chunk_at: float | None = None
     validator_s: float = 0.0  # the stream validator's own time over the answer and reasoning
+    actions_s: float = 0.0  # runtime actions' time (a web search), within the model's span
 
     def add_usage(self, usage: dict[str, Any]) -> None:
         """Usage summed over the model calls of a step (tool rounds make several)."""
@@ -216,6 +217,7 @@ async def stream_answer(
         if text:
             said.append(text)
             answer.content.append(text)
+            answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
             yield MessageChunk(message_id, text)
         if request.tools is None:
             calls = []  # (a call to a tool that was not offered is not run)
@@ -276,8 +278,10 @@ async def _act(
 ) -> AsyncIterator[StepEvent]:
     """Run one runtime action: its events go on; its last one is kept with the answer, and its
     evidence goes into the next model call."""
+    began = time.perf_counter()
     async for item in actions.run(ask, abort):
         if isinstance(item, Evidence):
+            answer.actions_s += time.perf_counter() - began
             answer.actions.append(item.action)
             messages.append(item.message(ask))
             yield item.action
