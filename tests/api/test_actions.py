@@ -99,6 +99,8 @@ async def test_a_web_search_tool_call_runs_and_the_answer_goes_on_with_fenced_ev
     assert rows[-1]["meta"]["actions"] == [done]
     context = (await searching.get(f"/v1/chats/{chat_id}/context")).json()
     assert context["actions"] == [done]
+    status = (await searching.get("/v1/status")).json()
+    assert status["actions"] == {"web_search": "searxng", "max_repeats": 3, "max_per_answer": 5}
 
 
 async def test_a_marker_split_across_chunks_is_never_shown_nor_stored_and_runs(
