@@ -5,7 +5,9 @@ brain call, caps repeated and runaway actions, and keeps the actions with the an
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 
 from llm.search_testing import Document, FakeSearchServer
 from llm.testing import FakeOpenAIServer, Reply
-from tests.api.sse_client import history, new_chat, stream_step
+from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
 from tests.api.test_fences import PAYLOAD, as_read, assert_fenced, attack
 
 Events = list[tuple[str, dict[str, Any]]]
@@ -232,3 +234,47 @@ async def test_without_a_search_provider_a_marker_is_consumed_and_fails(
         ("started", None), ("failed", "search_unavailable")]
     assert _said(events) == "One moment. I cannot search."
     assert "status: FAILED" in _evidence(model.requests[-1])[0]
+
+
+async def test_an_abort_during_a_search_stops_the_step_at_once(
+    jin_factory: Callable[..., str], search_server: tuple[FakeSearchServer, str],
+    search: FakeSearchServer, model: FakeOpenAIServer,
+) -> None:
+    url = jin_factory(search_url=search_server[1], search_timeout_seconds=30)
+    search.delay = 3.0
+    model.push(Reply(["Looking. "], tool_calls=[_search_call("kyiv")]))
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        chat_id = await new_chat(client)
+        searching = asyncio.Event()
+
+        async def read() -> Events:
+            body = ""
+            async with client.stream("POST", f"/v1/chats/{chat_id}/messages",
+                                     json={"content": "kyiv?"}, headers=SSE) as response:
+                async for text in response.aiter_text():
+                    body += text
+                    if "event: runtime_action" in body:
+                        searching.set()
+            return parse_events(body)
+
+        reading = asyncio.create_task(read())
+        await asyncio.wait_for(searching.wait(), 10)
+        began = time.perf_counter()
+        assert (await client.post(f"/v1/chats/{chat_id}/abort")).json()["aborted"] is True
+        events = await asyncio.wait_for(reading, 10)
+        assert time.perf_counter() - began < 2.0  # the search (3 s) was not waited for
+    assert [(a["status"], a["code"]) for a in _actions(events)] == [
+        ("started", None), ("failed", "aborted")]
+    assert dict(events)["message_end"]["status"] == "interrupted"
+
+
+async def test_a_replayed_step_streams_its_actions_again(
+    searching: httpx.AsyncClient, model: FakeOpenAIServer, search: FakeSearchServer,
+) -> None:
+    chat_id = await new_chat(searching)
+    model.push(Reply(tool_calls=[_search_call("pgvector")]), Reply(["HNSW and IVFFlat."]))
+    first = await stream_step(searching, chat_id, "pgvector?", idempotency_key="k-1")
+    again = await stream_step(searching, chat_id, "pgvector?", idempotency_key="k-1")
+    done = [a for a in _actions(first) if a["status"] == "done"]
+    assert _actions(again) == done
+    assert search.queries == ["pgvector"]  # the replay ran nothing
