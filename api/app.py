@@ -40,12 +40,14 @@ from llm.embedded import EmbeddedChatServer
 from llm.errors import LLMError
 from llm.openai import OpenAIChatModel, context_window_of
 from llm.provider import Provider
+from llm.search import SearxngSearch, SerperSearch, WebSearch
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
 from memory.indexer import Indexer, IndexerConfig
 from memory.recall_store import PostgresRecall
 from memory.store import FactConfig, PostgresFactStore
 from migrations.embedding_dim import current_dim
+from orchestrator.actions import ActionConfig
 from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import CompactionPolicy
 from orchestrator.route import RouteConfig
@@ -74,7 +76,23 @@ def _step_config(settings: Settings, context_window: int | None) -> StepConfig:
         translator=TranslatorConfig(
             timeout=settings.translator_timeout_seconds,
             max_tokens=settings.translator_max_tokens or TranslatorConfig.max_tokens),
+        actions=ActionConfig(max_repeats=settings.action_max_repeats,
+                             max_actions=settings.action_max_per_answer,
+                             results=settings.search_results),
     )
+
+
+def _search(settings: Settings) -> WebSearch | None:
+    """The web search provider: SearXNG by URL, else Serper by key, else none (the brain is
+    not offered the tool, and a marker's search is FAILED)."""
+    timeout = settings.search_timeout_seconds
+    if settings.search_url:
+        log.info("web search: SearXNG at %s", settings.search_url)
+        return SearxngSearch(settings.search_url, timeout=timeout)
+    if settings.serper_key:
+        log.info("web search: Serper at %s", settings.serper_url)
+        return SerperSearch(settings.serper_key, url=settings.serper_url, timeout=timeout)
+    return None
 
 
 class _Timing:
@@ -302,6 +320,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             ),
         ) if settings.compaction else None
         steps = PostgresStepStore(engine, windows)
+        search = _search(settings)
         deps = StepDeps(
             chats=chats,
             steps=steps,
@@ -314,6 +333,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             indexer=memory.indexer,
             translator=(OpenAIChatModel(servers["translator"])
                         if "translator" in servers else None),
+            search=search,
         )
         runtime = Runtime(
             engine=engine, deps=deps,
@@ -353,6 +373,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             await runtime.drain()
             for server in servers.values():
                 await server.aclose()
+            if search is not None:
+                await search.aclose()
             await engine.dispose()
             if embedded is not None:
                 embedded.stop()

@@ -218,6 +218,8 @@ class StepOut(BaseModel):
     content: str
     reasoning: str
     error: StepErrorOut | None
+    actions: list[dict[str, Any]] = Field(
+        default_factory=list, description="each action's last runtime_action event")
     replayed: bool = Field(description="an idempotent retry: the stored outcome, not a new step")
 
 
@@ -243,3 +245,6 @@ class ContextOut(BaseModel):
     route: list[str] = Field(description="the planner's nodes for the message, in order")
     translation: dict[str, Any] | None = Field(
         description="the newest user message's translation, as the brain read it")
+    actions: list[dict[str, Any]] = Field(
+        description="the newest answer's actions (memory tools, runtime actions), each as "
+                    "its last runtime_action event")

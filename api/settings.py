@@ -135,6 +135,15 @@ class Settings(BaseSettings):
     # Requests for recall's query vectors out at once, per worker; the queries that arrive while
     # all are out go together in the next (llm/batching.py).
     recall_query_requests: int = Field(default=1, ge=1, le=64)
+    # Runtime actions (orchestrator/actions.py): web search by SearXNG (its URL) or Serper (a
+    # key); the caps on the actions of one answer.
+    search_url: str | None = None
+    serper_key: str | None = None
+    serper_url: str = "https://google.serper.dev"
+    search_timeout_seconds: float = Field(default=10.0, gt=0)
+    search_results: int = Field(default=5, ge=1, le=20)
+    action_max_repeats: int = Field(default=3, ge=1, le=100)
+    action_max_per_answer: int = Field(default=5, ge=1, le=100)
     provider_connect_timeout: float = Field(default=10.0, gt=0)
     provider_read_timeout: float = Field(default=120.0, gt=0)  # between two chunks
     provider_total_timeout: float = Field(default=600.0, gt=0)  # a whole call, streamed or not
@@ -152,7 +161,7 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR"))
     api_key: str | None = None  # the key `jin chat` sends (a client setting, not the server's)
 
-    @field_validator("brain_url", "helper_url", "translator_url", "embedder_url")
+    @field_validator("brain_url", "helper_url", "translator_url", "embedder_url", "search_url")
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ from orchestrator.events import (
     MessageEnd,
     MessageError,
     MessageStart,
+    RuntimeAction,
     StepEnd,
     StepEvent,
     StepStart,
@@ -35,6 +37,7 @@ def replay_events(outcome: StepOutcome) -> list[StepEvent]:
         events.append(MessageStart(answer.id, "assistant"))
         if answer.reasoning:
             events.append(ThinkingChunk(answer.id, answer.reasoning))
+        events += [_action(a) for a in answer.meta.get("actions") or []]
         if answer.content:
             events.append(MessageChunk(answer.id, answer.content))
         if step.error_code:
@@ -44,6 +47,14 @@ def replay_events(outcome: StepOutcome) -> list[StepEvent]:
         events.append(MessageEnd(answer.id, answer.status, answer.usage))
     events.append(StepEnd(step.id, step.status, step.timings))
     return events
+
+
+def _action(stored: dict[str, Any]) -> RuntimeAction:
+    """A stored action (its last event, in the answer's `meta.actions`) as the event again."""
+    names = {f.name for f in dataclasses.fields(RuntimeAction)} - {"type"}
+    given = {k: v for k, v in stored.items() if k in names}
+    return RuntimeAction(**{"action": "", "id": None, "text": "", "status": "", "call_id": "",
+                            **given})
 
 
 @dataclass
@@ -72,6 +83,8 @@ class StepResult:
             b["error"] = {"code": event.code, "text": event.text}
             if event.preview is not None:
                 b["error"]["preview"] = event.preview
+        elif isinstance(event, RuntimeAction) and event.status != "started":
+            b.setdefault("actions", []).append(event_payload(event))
         elif isinstance(event, StepWarning):
             b.setdefault("warnings", []).append({"code": event.code, "text": event.text})
         elif isinstance(event, MessageEnd):
@@ -86,5 +99,6 @@ class StepResult:
             "reasoning": "".join(self.reasoning),
             "error": self.body.get("error"),
             "warnings": self.body.get("warnings", []),
+            "actions": self.body.get("actions", []),
             "replayed": self.replayed,
         }

@@ -116,6 +116,10 @@ class Answer:
             self._write("answer", "jin>", data["chunk"], "")
         elif name == "message_error":
             self._line(f"[error: {data['text']} ({data['code']})]")
+        elif name == "runtime_action" and data.get("via"):  # a runtime action (web search)
+            outcome = f" {data['result']}" if data.get("result") else ""
+            self._line(f"{s.dim}[{data['action']} {data['text']!r}: {data['status']}"
+                       f"{outcome}]{s.reset}")
         elif name == "runtime_action":
             self._line(f"{s.dim}[memory: {data['action']} {data['text']!r}: "
                        f"{data['status']}]{s.reset}")

@@ -4,6 +4,7 @@
     base_url = server.start()             # http://127.0.0.1:PORT/v1, in a background thread
     server.push(Reply(["Hel", "lo"], reasoning=["hmm"]))
     server.push(Reply(tool_calls=[{"name": "get_weather", "arguments": {"city": "Kyiv"}}]))
+    server.push(Reply(["Looking. <WEB_", "SEARCH: kyiv>"]))   # a model without tool calling
     ...
     server.assert_consumed()              # no unexpected call, no unused reply
 

@@ -22,9 +22,11 @@ from llm.types import (
     Finish,
     PromptMessage,
     ReasoningDelta,
+    ToolCall,
     ToolCalls,
 )
 from memory.ports import FactStore
+from orchestrator.actions import ActionRunner, Ask, Evidence
 from orchestrator.context import PromptPlan
 from orchestrator.events import (
     ClientToolCalls,
@@ -33,9 +35,10 @@ from orchestrator.events import (
     StepEvent,
     ThinkingChunk,
 )
+from orchestrator.markers import Marker, MarkerFilter
 from orchestrator.scrub import FenceScrubber
 from orchestrator.stream_validator import LoopStop, StreamValidator, ValidatorConfig
-from orchestrator.tools import MEMORY_TOOLS, execute
+from orchestrator.tools import MEMORY_TOOLS, execute, invalid
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class Answer:
     first_delta_at: float | None = None
     first_chunk_at: float | None = None
     validator_s: float = 0.0  # the stream validator's own time over the answer and reasoning
+    actions_s: float = 0.0  # runtime actions' time (a web search), within the model's span
 
     def add_usage(self, usage: dict[str, Any]) -> None:
         """Usage summed over the model calls of a step (tool rounds make several)."""
@@ -104,31 +108,75 @@ class Answer:
         return "".join(self.content), "".join(self.reasoning)
 
 
+class AnswerText:
+    """The answer's text on its way to the client: jin's fences scrubbed, JIN's markers taken
+    out (when runtime actions run), then the stream validator. Pure."""
+
+    def __init__(self, validator: ValidatorConfig, markers: bool) -> None:
+        self.scrubber = FenceScrubber()
+        self.markers = MarkerFilter() if markers else None
+        self.check = StreamValidator(validator, "answer")
+
+    def feed(self, text: str) -> tuple[str, list[Marker], LoopStop | None]:
+        """The text to pass on, the markers it completed, and the loop it completed."""
+        text, asked = self._unmarked(self.scrubber.feed(text))
+        said, loop = self.check.feed(text)
+        return said, asked, loop
+
+    def end_of_call(self) -> tuple[str, list[Marker], LoopStop | None]:
+        """One model call's stream ended: a marker it left open counts as asked, and text
+        held as a possible marker goes on."""
+        if self.markers is None:
+            return "", [], None
+        text, asked = self.markers.flush()
+        said, loop = self.check.feed(text) if text else ("", None)
+        return said, asked, loop
+
+    def finish(self) -> str:
+        """The model has finished: what was held goes on (a loop no longer matters)."""
+        text, _ = self._unmarked(self.scrubber.flush())
+        if self.markers is not None:
+            text += self.markers.flush()[0]  # (a marker opened here is not run: dropped)
+        return self.check.finish(text)
+
+    def _unmarked(self, text: str) -> tuple[str, list[Marker]]:
+        return self.markers.feed(text) if self.markers is not None else (text, [])
+
+
 async def stream_answer(
     brain: ChatModel, facts: FactStore | None, rounds: Rounds, chat: Chat, plan: PromptPlan,
     begun: BegunStep, abort: AbortSignal, answer: Answer, client: ClientTools | None = None,
+    actions: ActionRunner | None = None,
 ) -> AsyncIterator[StepEvent]:
-    """The brain's answer, continued after each round of memory tool calls it makes. A call of
-    a client's tool ends it (ClientToolCalls); jin's memory tools are never shown to the client
-    (a client tool of the same name stands in for jin's)."""
+    """The brain's answer, continued after each round of memory tool calls and runtime actions
+    (orchestrator/actions.py) it asks for. A call of a client's tool ends it (ClientToolCalls);
+    jin's own tools are never shown to the client (a client tool of the same name stands in
+    for jin's)."""
     message_id = begun.assistant_message_id
     theirs = client.names() if client is not None else set()
     memory = ([t for t in MEMORY_TOOLS if t["function"]["name"] not in theirs]
               if facts is not None and rounds.tools else [])
-    tools = [*memory, *(client.tools if client is not None else [])] or None
+    runtime = actions.tools(theirs) if actions is not None else []
+    tools = [*memory, *runtime, *(client.tools if client is not None else [])] or None
     messages = list(plan.messages)
     # The model may echo a fence: it never reaches the answer, nor the reasoning shown.
-    scrubber, thoughts = FenceScrubber(), FenceScrubber()
-    said_check = StreamValidator(rounds.validator, "answer")
+    said_text, thoughts = AnswerText(rounds.validator, actions is not None), FenceScrubber()
     thought_check = StreamValidator(rounds.validator, "reasoning")
-    for round_ in range(rounds.max_rounds + 1):
+    # With a search provider each action may take a model call of its own: room for the
+    # cap's actions, and one call more after them.
+    limit = rounds.max_rounds if actions is None or actions.search is None \
+        else max(rounds.max_rounds, actions.config.max_actions + 1)
+    for round_ in range(limit + 1):
+        stopped = actions is not None and actions.stopped
         request = CompletionRequest(
             messages=messages, model=chat.settings.model, max_tokens=plan.budget.answer_reserve,
             temperature=chat.settings.temperature,
-            tools=tools if round_ < rounds.max_rounds else None,
+            tools=tools if round_ < limit and not stopped else None,
             tool_choice=client.choice if client is not None else None,
         )
-        calls, said = None, []
+        calls: list[ToolCall] = []
+        said: list[str] = []
+        asked: list[Marker] = []
         # Closed as soon as the loop below is left: a loop stopped closes the provider's stream.
         async with aclosing(until_aborted(brain.stream(request), abort)) as deltas:
             async for delta in deltas:
@@ -137,13 +185,16 @@ async def stream_answer(
                     answer.first_delta_at = time.perf_counter()
                 if isinstance(delta, ContentDelta):
                     checked = time.perf_counter()
-                    text, answer.loop = said_check.feed(scrubber.feed(delta.text))
+                    text, found, answer.loop = said_text.feed(delta.text)
                     answer.validator_s += time.perf_counter() - checked
+                    asked += found
                     if text:
                         said.append(text)
                         answer.content.append(text)
                         answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
                         yield MessageChunk(message_id, text)
+                    if found and answer.loop is None:
+                        break  # what the model would write next has not seen the results
                 elif isinstance(delta, ReasoningDelta):
                     checked = time.perf_counter()
                     text, answer.loop = thought_check.feed(thoughts.feed(delta.text))
@@ -159,37 +210,83 @@ async def stream_answer(
                     answer.finished = not calls
                 if answer.loop is not None:
                     return  # (what was held back is the loop's: it is not passed on)
-        if not calls or abort.event.is_set() or request.tools is None:
-            break  # (a call to a tool that was not offered is not run)
+        text, found, answer.loop = said_text.end_of_call()
+        asked += found
+        if answer.loop is not None:
+            return
+        if text:
+            said.append(text)
+            answer.content.append(text)
+            answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
+            yield MessageChunk(message_id, text)
+        if request.tools is None:
+            calls = []  # (a call to a tool that was not offered is not run)
+        if (not calls and not asked) or abort.event.is_set():
+            break
+        answer.finished = False  # (a model call follows, or the answer ends here unfinished)
         mine = [c for c in calls if c.name not in theirs]
-        if len(mine) < len(calls):  # the client runs its calls; jin's own run, unseen
+        if len(mine) < len(calls):  # the client runs its calls; jin's memory calls run, unseen
             answer.tool_calls = [c.to_openai() for c in calls if c.name in theirs]
             answer.finished = True
             if facts is not None:
                 for call in mine:
-                    result = await execute(call, facts, chat, [begun.user_message.id,
-                                                               message_id])
-                    answer.actions.append(result.action)
-                    yield result.action
+                    if actions is None or not actions.runs(call):
+                        result = await execute(call, facts, chat,
+                                               [begun.user_message.id, message_id])
+                        answer.actions.append(result.action)
+                        yield result.action
             yield ClientToolCalls(message_id, answer.tool_calls)
             break
-        if facts is None:
+        if calls and facts is None and not any(actions and actions.runs(c) for c in calls):
             break
+        last = stopped or round_ == limit  # no model call follows: what it asks is not run
         messages.append(PromptMessage("assistant", "".join(said),
-                                      tool_calls=[c.to_openai() for c in calls]))
+                                      tool_calls=[c.to_openai() for c in calls] or None))
         sources = [begun.user_message.id, message_id]
         for call in calls:
-            result = await execute(call, facts, chat, sources)
+            if actions is not None and actions.runs(call):
+                async for event in _act(actions, Ask.of_call(call), abort, answer, messages):
+                    yield event
+                continue
+            result = (await execute(call, facts, chat, sources) if facts is not None
+                      else invalid(call, f"unknown tool {call.name!r}"))
             answer.actions.append(result.action)
             yield result.action
             messages.append(PromptMessage("tool", result.content, tool_call_id=call.id))
+        for marker in asked:
+            assert actions is not None  # (markers are read only when actions run)
+            if last:
+                actions.stopped = True
+            async for event in _act(actions, actions.ask_of_marker(marker), abort, answer,
+                                    messages):
+                yield event
+        if last:
+            answer.finished = True
+            break
     # The model has finished: what the scrubbers held goes on (a loop no longer matters).
     if tail := thoughts.flush():
         answer.reasoning.append(tail)
         yield ThinkingChunk(message_id, tail)
-    if tail := said_check.finish(scrubber.flush()):
+    if tail := said_text.finish():
         answer.content.append(tail)
         yield MessageChunk(message_id, tail)
+
+
+async def _act(
+    actions: ActionRunner, ask: Ask, abort: AbortSignal, answer: Answer,
+    messages: list[PromptMessage],
+) -> AsyncIterator[StepEvent]:
+    """Run one runtime action: its events go on; its last one is kept with the answer, and its
+    evidence goes into the next model call."""
+    began = time.perf_counter()
+    async for item in actions.run(ask, abort):
+        if isinstance(item, Evidence):
+            answer.actions_s += time.perf_counter() - began
+            answer.actions.append(item.action)
+            messages.append(item.message(ask))
+            yield item.action
+        else:
+            yield item
 
 
 async def until_aborted(

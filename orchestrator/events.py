@@ -67,15 +67,25 @@ class MessageError:
 
 @dataclass(frozen=True)
 class RuntimeAction:
-    """A memory tool the step ran for the model: what, on which fact, with what result."""
+    """An action the step ran for the model: a memory tool (what, on which fact, with what
+    result), or a runtime action such as a web search, streamed as `started`, then `done` or
+    `failed` (orchestrator/actions.py). A JSON object on any transport."""
 
-    action: str  # remember / forget / the unknown name the model called
-    id: str | None  # the fact's id
-    text: str
-    status: str  # added / updated / superseded / forgotten / not_found / invalid / failed
-    call_id: str
+    action: str  # remember / forget / web_search / the unknown name the model called
+    id: str | None  # the fact's id; a runtime action's own id within the answer (act_1, ...)
+    text: str  # the fact; the search's query
+    # Memory: added / updated / superseded / forgotten / not_found / invalid / failed.
+    # Runtime actions: started / done / failed.
+    status: str
+    call_id: str  # the model's tool call id, or marker_N for a text marker
     replaced: str | None = None  # the fact a paraphrase superseded
     error: str | None = None
+    # Runtime actions only: how the model asked (tool_call, marker), the result's status
+    # (FOUND, NOT_FOUND, FAILED), its hits ({title, url, excerpt}) and why it failed (a code).
+    via: str | None = None
+    result: str | None = None
+    hits: list[dict[str, str]] | None = None
+    code: str | None = None
     type: Literal["runtime_action"] = "runtime_action"
 
 

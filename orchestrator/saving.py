@@ -31,16 +31,20 @@ def step_timings(
 ) -> dict[str, float]:
     """Where the step's time went, in ms. overhead = total - model time (the brain's answer,
     the wait for the embedder's query vector and the helper's summary): the server's own
-    share. persist_ms runs from the answer's end, so it holds a compaction after it. When text
-    came: first_token_ms (request in -> first chunk handed on) and model_first_token_ms (model
-    request -> its first delta); the server's share of the time to first token is
+    share (a runtime action's wait, actions_ms, is counted as the model's). persist_ms runs
+    from the answer's end, so it holds a compaction after it. When text came: first_token_ms
+    (request in -> first chunk handed on) and model_first_token_ms (model request -> its
+    first delta); the server's share of the time to first token is
     first_token_ms - model_first_token_ms - embed_ms."""
     now = time.perf_counter()
     total = (now - started.received_at) * 1000
-    brain = (model_ended - model_started) * 1000
+    # The runtime actions (a web search) run within the brain's span: a wait on another
+    # server, counted as the model's time is, apart from the brain's own.
+    actions = answer.actions_s * 1000
+    brain = (model_ended - model_started) * 1000 - actions
     translation = started.translation
     translator = translation.ms if translation is not None else 0.0
-    model = brain + started.embed_ms + helper_ms + translator
+    model = brain + started.embed_ms + helper_ms + translator + actions
     timings = {
         "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
         "model_ms": round(model, 3),
@@ -56,6 +60,8 @@ def step_timings(
         **_tokens("brain", answer.usage),
         "validator_ms": round(answer.validator_s * 1000, 3),
     }
+    if answer.actions_s:
+        timings["actions_ms"] = round(actions, 3)
     if translation is not None:
         timings["translator_ms"] = round(translator, 3)
         if isinstance(translation, Translated):

@@ -25,7 +25,9 @@ from chat.ports import (
 )
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.ports import ChatModel, Embedding, TokenCounter
+from llm.search import WebSearch
 from memory.ports import FactStore, IndexQueue, Recaller
+from orchestrator.actions import ActionConfig, ActionRunner
 from orchestrator.answer import AbortSignal, Answer, ClientTools, Rounds, stream_answer
 from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import Compact, CompactionState, decide
@@ -80,6 +82,7 @@ class StepConfig:
     validator: ValidatorConfig = ValidatorConfig()  # a chat's settings override it
     route: RouteConfig = RouteConfig()  # the planner's (orchestrator/route.py)
     translator: TranslatorConfig = TranslatorConfig()
+    actions: ActionConfig = ActionConfig()  # runtime actions (orchestrator/actions.py)
 
 
 @dataclass
@@ -94,6 +97,7 @@ class StepDeps:
     facts: FactStore | None = None  # the remember/forget tools write here
     indexer: IndexQueue | None = None
     translator: ChatModel | None = None  # none: the planner never routes through one
+    search: WebSearch | None = None  # none: no web_search tool; a marker's search FAILS
 
 
 @dataclass(frozen=True)
@@ -320,7 +324,7 @@ async def run_step(
                             deps.config.validator.for_chat(started.chat.settings))
             async for event in stream_answer(
                 deps.brain, deps.facts, rounds, started.chat, plan, begun, abort, answer,
-                started.client_tools,
+                started.client_tools, ActionRunner(deps.search, deps.config.actions),
             ):
                 yield event
         finally:

@@ -75,7 +75,8 @@ def parse_arguments(call: ToolCall) -> dict[str, Any] | str:
     return args if isinstance(args, dict) else "arguments are not a JSON object"
 
 
-def _invalid(call: ToolCall, reason: str) -> ToolResult:
+def invalid(call: ToolCall, reason: str) -> ToolResult:
+    """A call that could not run, as the model reads it back."""
     action = RuntimeAction(call.name, None, "", "invalid", call.id, error=reason)
     return ToolResult(action, json.dumps({"ok": False, "error": reason}))
 
@@ -99,11 +100,11 @@ async def _execute(
 ) -> ToolResult:
     args = parse_arguments(call)
     if isinstance(args, str):
-        return _invalid(call, args)
+        return invalid(call, args)
     if call.name == "remember":
         fact = args.get("text")
         if not isinstance(fact, str) or not fact.strip():
-            return _invalid(call, "remember needs a non-empty `text`")
+            return invalid(call, "remember needs a non-empty `text`")
         importance = args.get("importance", 0.5)
         if not isinstance(importance, int | float) or not 0 <= importance <= 1:
             importance = 0.5
@@ -113,14 +114,14 @@ async def _execute(
         writes = await facts.write(chat.tenant_id, chat.user_id, [fact[:MAX_FACT_CHARS]],
                                    sources, origin="tool", importance=float(importance))
         if not writes:
-            return _invalid(call, "the fact is empty once cleaned")
+            return invalid(call, "the fact is empty once cleaned")
         w = writes[0]
         action = RuntimeAction("remember", str(w.id), w.text, w.action, call.id,
                                replaced=str(w.replaced) if w.replaced else None)
         return ToolResult(action, json.dumps({"ok": True, "id": str(w.id), "result": w.action}))
     if call.name == "forget":
         return await _forget(call, args, facts, chat)
-    return _invalid(call, f"unknown tool {call.name!r}; the tools are remember and forget")
+    return invalid(call, f"unknown tool {call.name!r}; the tools are remember and forget")
 
 
 async def _forget(
@@ -132,9 +133,9 @@ async def _forget(
         try:
             fact_id = uuid.UUID(raw_id.strip())
         except ValueError:
-            return _invalid(call, f"{raw_id!r} is not a fact id")
+            return invalid(call, f"{raw_id!r} is not a fact id")
     if fact_id is None and not (isinstance(fact_text, str) and fact_text.strip()):
-        return _invalid(call, "forget needs an `id` or a `text`")
+        return invalid(call, "forget needs an `id` or a `text`")
     gone = await facts.forget(chat.tenant_id, chat.user_id, fact_id=fact_id,
                               text_=fact_text if isinstance(fact_text, str) else None)
     if not gone:

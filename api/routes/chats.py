@@ -169,6 +169,7 @@ async def context(
         # translator made of the last user message that was translated, as its step kept it.
         "route": list(plan_route(query, "user", _route_config(deps)).nodes),
         "translation": _last_translation(window),
+        "actions": _last_actions(window),
     }
 
 
@@ -189,6 +190,13 @@ def _last_translation(window: Window) -> dict[str, Any] | None:
     if answer is None or "translation" not in answer.meta:
         return None
     return {"message_id": str(user.id), **answer.meta["translation"]}
+
+
+def _last_actions(window: Window) -> list[dict[str, Any]]:
+    """The actions the newest answer in the window took (memory tools, runtime actions), as
+    its step kept them in the answer's row."""
+    answer = next((m for m in reversed(window.tail) if m.kind == "assistant"), None)
+    return list(answer.meta.get("actions") or []) if answer is not None else []
 
 
 def _last_user_text(window: Window) -> str:

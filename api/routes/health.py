@@ -36,6 +36,8 @@ class Status(BaseModel):
     embedded_roles: list[str]
     banner: str | None
     memory: dict[str, Any]
+    actions: dict[str, Any] = Field(
+        description="runtime actions: the web search provider (null: none) and the caps")
 
 
 _NOT_READY = {"model": Readiness, "description": "The database is unreachable or behind"}
@@ -107,4 +109,9 @@ async def status(runtime: RuntimeDep) -> dict[str, Any]:
         "embedded_roles": embedded,
         "banner": EMBEDDED_BANNER if "brain" in embedded else None,
         "memory": memory,
+        "actions": {
+            "web_search": deps.search.name if deps.search is not None else None,
+            "max_repeats": deps.config.actions.max_repeats,
+            "max_per_answer": deps.config.actions.max_actions,
+        },
     }

@@ -149,6 +149,21 @@ async def test_the_memory_tools_show_as_compact_lines(
     await expect(answer.locator(".action")).to_contain_text("added")
 
 
+async def test_a_web_search_shows_as_one_line_and_its_marker_never_shows(
+    page: Page, model: FakeOpenAIServer
+) -> None:
+    """No search provider here: the marker's search fails, and the answer goes on."""
+    model.push(Reply(["One moment. <WEB_", "SEARCH: capital of Ukraine>"]),
+               Reply(["I could not search."]))
+    await open_page(page)
+    await _send(page, "what is the capital of Ukraine?")
+    answer = page.locator(".msg.assistant").last
+    await expect(answer.locator(".content")).to_have_text("One moment. I could not search.")
+    await expect(answer.locator(".action")).to_have_count(1)  # started, then failed: one line
+    await expect(answer.locator(".action")).to_contain_text(
+        "searched capital of Ukraine · failed FAILED: no web search provider is configured")
+
+
 async def test_chats_are_created_renamed_switched_and_deleted_from_the_list(
     page: Page, model: FakeOpenAIServer, jin: str
 ) -> None:

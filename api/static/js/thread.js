@@ -140,16 +140,23 @@ export class MessageView {
   }
 
   action(data) {
-    const verb = { remember: "remembered", forget: "forgot" }[data.action] || data.action;
-    const line = h("div", { class: "action", title: data.id || "" },
+    const verb = { remember: "remembered", forget: "forgot", web_search: "searched" }[data.action]
+      || data.action;
+    const result = data.result ? ` ${data.result}` : "";
+    // A runtime action (a web search) streams `started`, then `done` or `failed`: one line.
+    const key = data.via ? data.id : null;
+    const line = h("div", { class: "action", title: data.id || "", dataset: key ? { key } : {} },
       h("span", { class: "verb" }, verb), " ", data.text || data.id || "",
-      h("span", { class: "quiet" }, ` · ${data.status}${data.error ? `: ${data.error}` : ""}`));
+      h("span", { class: "quiet" },
+        ` · ${data.status}${result}${data.error ? `: ${data.error}` : ""}`));
     let list = this.body.querySelector(".actions");
     if (!list) {
       list = h("div", { class: "actions" });
       this.body.insertBefore(list, this.body.querySelector(".content, .error, .note"));
     }
-    list.append(line);
+    const earlier = key && [...list.children].find((l) => l.dataset.key === key);
+    if (earlier) earlier.replaceWith(line);
+    else list.append(line);
   }
 
   error(code, text, onRetry) {
