@@ -21,7 +21,6 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Literal
 
 from rapidfuzz import process
@@ -131,13 +130,14 @@ def _by_lines(text: str, norm_text: str, norm_search: str, hint: int | None,
     k, n = len(wanted), len(stripped)
     if k > n:
         return NotFound("missing", f"the search has {k} lines, the text {n}")
-    offsets = [0, *accumulate(len(line) + 1 for line in text.split("\n"))]
+    raw_lines = text.split("\n")
 
     def found(i: int, how: How, score: float) -> Found:
-        return Found(offsets[i], offsets[i + k] - 1, i + 1, how, score)
+        start = sum(map(len, raw_lines[:i])) + i
+        end = start + sum(map(len, raw_lines[i:i + k])) + k - 1
+        return Found(start, end, i + 1, how, score)
 
-    same = [i for i, line in enumerate(stripped[:n - k + 1])
-            if line == wanted[0] and stripped[i:i + k] == wanted]
+    same = [i for i in _indexes(stripped, wanted[0], n - k + 1) if stripped[i:i + k] == wanted]
     if len(same) == 1:
         return found(same[0], "lines", 1.0)
     if hint is not None and hint - 1 in same:
@@ -168,10 +168,7 @@ def _approximate(stripped: list[str], wanted: list[str], hint: int | None, confi
         centre = min(max(hint - 1, 0), n - k)
         first, last = max(0, centre - config.buffer_lines), min(n - k, centre + config.buffer_lines)
         order = sorted(range(first, last + 1), key=lambda i: (abs(i - centre), i))[:affordable]
-    joined = "\n".join(stripped)
-    starts = [0, *accumulate(len(line) + 1 for line in stripped)]
-    scores = _scores(search, [joined[starts[i]:starts[i + k] - 1] for i in order],
-                     config.threshold)
+    scores = _scores(search, ["\n".join(stripped[i:i + k]) for i in order], config.threshold)
     if config.reordered_lines and k > 1:
         shuffled = ["\n".join(sorted(stripped[i:i + k])) for i in order]
         for j, score in _scores("\n".join(sorted(wanted)), shuffled, config.threshold).items():
@@ -187,6 +184,18 @@ def _approximate(stripped: list[str], wanted: list[str], hint: int | None, confi
         return NotFound("ambiguous", f"lines {order[best] + 1} and {rivals[0] + 1} fit the search "
                         f"about as well ({scores[best]:.2f}); quote more of it, or give the line")
     return found(order[best], "approximate", scores[best])
+
+
+def _indexes(items: list[str], wanted: str, stop: int) -> list[int]:
+    """Where `wanted` is in items[:stop] (list.index runs in C)."""
+    found: list[int] = []
+    at = -1
+    while True:
+        try:
+            at = items.index(wanted, at + 1, stop)
+        except ValueError:
+            return found
+        found.append(at)
 
 
 def _scores(search: str, windows: list[str], threshold: float) -> dict[int, float]:
