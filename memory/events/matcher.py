@@ -105,21 +105,27 @@ def _exact(text: str, search: str, hint: int | None, how: How) -> Found | NotFou
     first = text.find(search)
     if first < 0:
         return None
-    starts = [first]
-    at = text.find(search, first + 1)
-    while at >= 0:
-        starts.append(at)
-        at = text.find(search, at + 1)
-    lines = [text.count("\n", 0, s) + 1 for s in starts]
-    if len(starts) > 1:
-        on_hint = [s for s, line in zip(starts, lines, strict=True) if line == hint]
-        if len(on_hint) != 1:
-            where = ", ".join(str(n) for n in lines[:5])
-            return NotFound("ambiguous", f"the search text is in {len(starts)} places "
-                            f"(lines {where}); quote more of it, or give the line")
-        first = on_hint[0]
-        lines = [hint or 1]
-    return Found(first, first + len(search), lines[0], how, 1.0)
+    second = text.find(search, first + 1)
+    if second < 0:
+        return Found(first, first + len(search), text.count("\n", 0, first) + 1, how, 1.0)
+    # In two places or more (a short search may be in thousands: only C loops over them).
+    if hint is not None and (line_start := _line_start(text, hint)) is not None:
+        line_end = text.find("\n", line_start)
+        line_end = len(text) if line_end < 0 else line_end
+        on_line = text.find(search, line_start)
+        if 0 <= on_line <= line_end and not 0 <= text.find(search, on_line + 1) <= line_end:
+            return Found(on_line, on_line + len(search), hint, how, 1.0)
+    lines = text.count("\n", 0, first) + 1, text.count("\n", 0, second) + 1
+    return NotFound("ambiguous", f"the search text is in {max(2, text.count(search))} places "
+                    f"(lines {lines[0]}, {lines[1]}, ...); quote more of it, or give the line")
+
+
+def _line_start(text: str, line: int) -> int | None:
+    """Where the 1-based line starts, or None past the end."""
+    if line < 1:
+        return None
+    parts = text.split("\n", line - 1)
+    return len(text) - len(parts[-1]) if len(parts) == line else None
 
 
 def _by_lines(text: str, norm_text: str, norm_search: str, hint: int | None,

@@ -126,7 +126,9 @@ def apply_blocks(text: str, blocks: list[Block], config: MatchConfig) -> Applied
         # The hint counted lines of the text the model saw: move it past earlier blocks' edits.
         hint = block.line
         if hint is not None:
-            hint += sum(added for at, added in shifts if at < hint)
+            for at, added in shifts:  # each counted in the text as it was then: move in turn
+                if at < hint:
+                    hint += added
         found = locate(text, block.search, hint, config)
         if isinstance(found, NotFound):
             return Refused(found.reason, f"block {index + 1}: {found.detail}", index)

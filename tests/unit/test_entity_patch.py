@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from memory.events.matcher import MatchConfig, locate
+from memory.events.matcher import Found, MatchConfig, NotFound, locate
 from memory.events.patch import Applied, Refused, apply_patch, parse_patch
 
 CARD = """# Anna
@@ -207,5 +207,16 @@ def test_a_miss_on_a_100_kb_entity_stays_cheap(height: int, hint: int | None) ->
         start = time.perf_counter()
         result = locate(card, search, hint, MatchConfig())
         took.append(time.perf_counter() - start)
-        assert not hasattr(result, "start")
+        assert isinstance(result, NotFound)
     assert sorted(took)[2] < 0.05
+
+
+def test_a_search_in_thousands_of_places_is_refused_or_placed_by_its_hint_cheaply() -> None:
+    card = "- a b c\n" * 12_000
+    start = time.perf_counter()
+    refused_ = locate(card, "b", None, MatchConfig())
+    placed = locate(card, "b", 9_000, MatchConfig())
+    assert time.perf_counter() - start < 0.05
+    assert isinstance(refused_, NotFound) and refused_.reason == "ambiguous"
+    assert "12000 places" in refused_.detail
+    assert isinstance(placed, Found) and placed.line == 9_000
