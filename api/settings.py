@@ -162,6 +162,11 @@ class Settings(BaseSettings):
     def _strip_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
 
+    @field_validator("memory_schemas", mode="before")
+    @classmethod
+    def _schemas_unset(cls, value: object) -> object:
+        return None if value == "" else value  # `JIN_MEMORY_SCHEMAS=` is unset, not "."
+
     @field_validator("memory_schemas")
     @classmethod
     def _schemas_load(cls, value: Path | None) -> Path | None:

@@ -71,6 +71,8 @@ Fields:
     prefs = schemas.entity("preferences")
     assert prefs is not None and [f.name for f in prefs.fields] == ["food"]
     assert schemas.entity("task") is not None  # the other defaults stay
+    monkeypatch.setenv("JIN_MEMORY_SCHEMAS", "")  # as a compose file's ${VAR:-} sets it
+    assert Settings().memory_schemas is None
 
 
 def test_a_broken_folder_stops_the_settings_with_the_file_and_field(
