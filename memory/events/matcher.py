@@ -75,9 +75,9 @@ def normalize(text: str) -> str:
 
 def locate(text: str, search: str, hint: int | None, config: MatchConfig) -> Found | NotFound:
     """Where `search` is in `text`, `hint` being the 1-based line the model said it starts on."""
-    found = _exact(text, search, hint, "exact")
-    if found is not None:
-        return found
+    exact = _exact(text, search, hint, "exact")
+    if isinstance(exact, Found):
+        return exact
     norm_text, norm_search = normalize(text), normalize(search)
     if norm_text is not text or norm_search is not search:
         found = _exact(norm_text, norm_search, hint, "normalized")
@@ -88,9 +88,9 @@ def locate(text: str, search: str, hint: int | None, config: MatchConfig) -> Fou
             start = found.start + bisect_right(dropped, found.start)
             end = found.end - 1 + bisect_right(dropped, found.end - 1) + 1
             return Found(start, end, found.line, "normalized", 1.0)
-        if found is not None:
-            return found
-    return _by_lines(text, norm_text, norm_search, hint, config)
+        exact = exact or found
+    # Text in several places may still be one whole line ("- gym" in "- gym at 7" and "- gym").
+    return _by_lines(text, norm_text, norm_search, hint, config, exact)
 
 
 def _positions(text: str, char: str) -> list[int]:
@@ -129,8 +129,9 @@ def _line_start(text: str, line: int) -> int | None:
 
 
 def _by_lines(text: str, norm_text: str, norm_search: str, hint: int | None,
-              config: MatchConfig) -> Found | NotFound:
-    """Tiers 3 and 4: whole lines, stripped, then approximate."""
+              config: MatchConfig, ambiguous: NotFound | None) -> Found | NotFound:
+    """Tiers 3 and 4: whole lines, stripped, then approximate (not when the search's text is
+    there, in several places: `ambiguous`)."""
     stripped = [line.strip() for line in norm_text.split("\n")]
     wanted = [line.strip() for line in norm_search.strip("\n").split("\n")]
     k, n = len(wanted), len(stripped)
@@ -151,7 +152,7 @@ def _by_lines(text: str, norm_text: str, norm_search: str, hint: int | None,
     if same:
         return NotFound("ambiguous", f"the search lines are in {len(same)} places "
                         f"(lines {', '.join(str(i + 1) for i in same[:5])}); give the line")
-    return _approximate(stripped, wanted, hint, config, found)
+    return ambiguous or _approximate(stripped, wanted, hint, config, found)
 
 
 def _approximate(stripped: list[str], wanted: list[str], hint: int | None, config: MatchConfig,

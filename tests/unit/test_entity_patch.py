@@ -68,6 +68,8 @@ def test_text_in_two_places_is_refused_as_ambiguous_unless_the_line_is_given() -
     assert result.reason == "ambiguous" and "2 places" in result.detail
     hinted = applied(card, block("- gym at 7", "- swim at 7", line=5))
     assert hinted.text == "## Monday\n- gym at 7\n- standup\n## Friday\n- swim at 7\n- demo\n"
+    # In two places as text, but a whole line in one only: that one.
+    assert applied("- gym at 7\n- gym\n", block("- gym", "- swim")).text == "- gym at 7\n- swim\n"
 
 
 def test_two_near_matches_are_refused_as_ambiguous() -> None:
@@ -204,19 +206,19 @@ def test_a_miss_on_a_100_kb_entity_stays_cheap(height: int, hint: int | None) ->
     search = "\n".join(f"- nothing like this line {i} is in the card at all" for i in range(height))
     took = []
     for _ in range(5):
-        start = time.perf_counter()
+        start = time.thread_time()  # CPU time: other processes' load does not count
         result = locate(card, search, hint, MatchConfig())
-        took.append(time.perf_counter() - start)
+        took.append(time.thread_time() - start)
         assert isinstance(result, NotFound)
     assert sorted(took)[2] < 0.05
 
 
 def test_a_search_in_thousands_of_places_is_refused_or_placed_by_its_hint_cheaply() -> None:
     card = "- a b c\n" * 12_000
-    start = time.perf_counter()
+    start = time.thread_time()
     refused_ = locate(card, "b", None, MatchConfig())
     placed = locate(card, "b", 9_000, MatchConfig())
-    assert time.perf_counter() - start < 0.05
+    assert time.thread_time() - start < 0.05
     assert isinstance(refused_, NotFound) and refused_.reason == "ambiguous"
     assert "12000 places" in refused_.detail
     assert isinstance(placed, Found) and placed.line == 9_000
