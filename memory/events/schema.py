@@ -45,7 +45,7 @@ UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 @dataclass(frozen=True)
 class Property:
     name: str
-    type: str
+    type: PropertyType
     description: str
     required: bool = False
     values: tuple[str, ...] = ()  # a string property's allowed values; empty: any
@@ -73,15 +73,15 @@ class Window:
 
 @dataclass(frozen=True)
 class Aggregate:
-    keys: str
+    keys: Keys
     filters: Window
-    op: str
+    op: Op
 
 
 @dataclass(frozen=True)
 class Field:
     name: str
-    type: str
+    type: PropertyType
     description: str
     aggregate: Aggregate
     values: tuple[str, ...] = ()
@@ -100,7 +100,7 @@ class EntityType:
     source: str
 
     @property
-    def keys(self) -> str:
+    def keys(self) -> Keys:
         """How its cards are grouped (one value for all fields: checked at load)."""
         return self.fields[0].aggregate.keys
 
@@ -253,7 +253,7 @@ def _field(file: str, at: str, name: object, raw: object) -> Field:
     filters = _window(file, f"{agg_at}.filters", agg.get("filters"))
     return Field(name=name, type=type_,
                  description=_text(file, f"{at}.Description", spec.get("Description")),
-                 aggregate=Aggregate(keys=str(keys), op=str(op), filters=filters),
+                 aggregate=Aggregate(keys=cast(Keys, keys), op=cast(Op, op), filters=filters),
                  values=_values(file, at, type_, spec.get("Values")))
 
 
@@ -288,10 +288,10 @@ def _values(file: str, at: str, type_: str, raw: object) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _type(file: str, at: str, raw: object) -> str:
+def _type(file: str, at: str, raw: object) -> PropertyType:
     if raw not in PROPERTY_TYPES:
         raise SchemaError(file, at, f"must be one of {', '.join(PROPERTY_TYPES)}, not {raw!r}")
-    return str(raw)
+    return cast(PropertyType, raw)
 
 
 def _name(file: str, at: str, raw: object) -> str:

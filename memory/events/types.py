@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from memory.events.schema import Op
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -53,7 +55,7 @@ class Update:
     entity: str
     key: str | None  # the card's topic, for types grouped by topic; else None
     field: str
-    op: str
+    op: Op
     value: Any  # a patch's text, a number to add, items to append, a new value
     sources: tuple[int, ...]  # indexes into Extraction.events: the events behind the change
 
