@@ -15,6 +15,8 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm.types import HTTPConfig, ProviderConfig
+from memory.events import SchemaError
+from memory.events.schema import load_schemas
 from memory.ranking import RecallConfig
 from orchestrator.stream_validator import ValidatorConfig
 
@@ -128,6 +130,9 @@ class Settings(BaseSettings):
     recall_item_max_chars: int | None = Field(default=None, gt=0)
     # Unset: 0.92, or 0.97 for e5, whose similarities crowd near the top (sister/brother 0.95).
     fact_duplicate_cosine: float | None = Field(default=None, gt=0, le=1)
+    # A folder of the deployment's own event and entity schemas (*.yaml), beside jin's defaults;
+    # its types replace the defaults of the same name. Checked here, so a mistake stops startup.
+    memory_schemas: Path | None = None
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
     # A user's vectors go into the HNSW indexes once the user has this many messages or facts.
@@ -165,6 +170,21 @@ class Settings(BaseSettings):
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
+
+    @field_validator("memory_schemas", mode="before")
+    @classmethod
+    def _schemas_unset(cls, value: object) -> object:
+        return None if value == "" else value  # `JIN_MEMORY_SCHEMAS=` is unset, not "."
+
+    @field_validator("memory_schemas")
+    @classmethod
+    def _schemas_load(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            try:
+                load_schemas(value)
+            except SchemaError as exc:
+                raise ValueError(str(exc)) from exc
+        return value
 
     def provider(self, role: Role) -> ProviderConfig | None:
         """The configured server of a role, or None when the embedded one should serve it (for
