@@ -3,7 +3,6 @@ sockets, followed by several, and the mistakes a client can make."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 
