@@ -118,7 +118,8 @@ class ChatFeed:
             follower.put(text)
         if remote is not None:
             parts = split(text, MAX_PAYLOAD - _HEADER)
-            for left, part in enumerate(reversed(parts)):
+            for i, part in enumerate(parts):
+                left = len(parts) - 1 - i
                 self._seq += 1
                 self.channels.notify(chat_channel(chat_id), f"{self._seq} {left} {part}")
 
