@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
 from websockets.asyncio.client import connect
 
+from api.keys import KeyStore
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.sse_client import history, new_chat, stream_step
 from tests.api.ws_client import following, frame, frames_until, refusal, socket_url, text_of
@@ -103,6 +106,33 @@ async def test_a_socket_on_no_chat_is_told_why_and_closed(jin: str) -> None:
         ("not-a-uuid", "invalid_request", 4422),
         ("", "invalid_request", 4422),
     ]:
-        async with connect(socket_url(jin, query), subprotocols=["jin"]) as ws:  # type: ignore[list-item]
+        async with connect(socket_url(jin, query), subprotocols=["jin"]) as ws:
             said, closed = await refusal(ws)
         assert said["type"] == "error" and said["code"] == code and closed == close, query
+
+
+async def test_with_keys_a_socket_brings_one_in_a_header_or_as_a_subprotocol(
+    jin_factory: Callable[..., str], engine: AsyncEngine, model: FakeOpenAIServer
+) -> None:
+    _, secret = await KeyStore(engine).create("acme")
+    base = jin_factory(auth_cache_seconds=0)
+    async with httpx.AsyncClient(base_url=base, timeout=30,
+                                 headers={"Authorization": f"Bearer {secret}"}) as http:
+        chat = await new_chat(http)
+    for options, code in [
+        ({}, "missing_key"),
+        ({"subprotocols": ["jin", "jin.key.jin_nope"]}, "invalid_key"),
+        ({"additional_headers": {"Authorization": "Basic eDp5"}}, "invalid_authorization"),
+    ]:
+        async with connect(socket_url(base, chat), **options) as ws:
+            said, closed = await refusal(ws)
+        assert (said["type"], said["code"], closed) == ("error", code, 4401), options
+    # A browser's way: the key as a subprotocol; jin answers `jin`, never the key.
+    async with following(base, chat, key=secret) as ws:
+        assert ws.subprotocol == "jin"
+        model.push(Reply(["hi"]))
+        await ws.send(json.dumps({"text": "hello"}))
+        assert text_of(await frames_until(ws, "step_end")) == "hi"
+    # Anything else: the Authorization header.
+    async with following(base, chat, additional_headers={"Authorization": f"Bearer {secret}"}):
+        pass

@@ -24,7 +24,7 @@ async def following(base: str, chat_id: str, key: str | None = None,
     """A socket that follows the chat: open, and told so (`subscribed`) before it is used.
     With `key`, sent the way a browser can: as a subprotocol beside `jin`."""
     protocols = ["jin", f"jin.key.{key}"] if key else ["jin"]
-    async with connect(socket_url(base, chat_id), subprotocols=protocols,  # type: ignore[arg-type]
+    async with connect(socket_url(base, chat_id), subprotocols=protocols,
                        open_timeout=WAIT, **options) as ws:
         assert await frame(ws) == {"type": "subscribed", "chat_id": chat_id}
         yield ws
