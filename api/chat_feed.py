@@ -8,8 +8,9 @@ with such sockets LISTEN to. A step nobody follows elsewhere costs no NOTIFY: a 
 the others remember it for three times that. A new worker asks (`?`) and is told at once.
 
 An event is sent as its JSON text (the socket's message as it is); a text over NOTIFY's limit
-goes in parts, `<seq> <parts that follow> <text>`, joined again by the receiver (one sender's
-notifications arrive in order, so parts are consecutive).
+goes in parts, `<seq> <index>/<count> <text>`, joined again by the receiver (one sender's
+notifications arrive in order, so the parts of an event have consecutive numbers; an event with
+a part missing is dropped, never delivered cut).
 """
 
 from __future__ import annotations
@@ -119,9 +120,8 @@ class ChatFeed:
         if remote is not None:
             parts = split(text, MAX_PAYLOAD - _HEADER)
             for i, part in enumerate(parts):
-                left = len(parts) - 1 - i
                 self._seq += 1
-                self.channels.notify(chat_channel(chat_id), f"{self._seq} {left} {part}")
+                self.channels.notify(chat_channel(chat_id), f"{self._seq} {i}/{len(parts)} {part}")
 
     @contextlib.asynccontextmanager
     async def follow(self, chat_id: uuid.UUID) -> AsyncIterator[Follower]:
@@ -146,13 +146,16 @@ class ChatFeed:
     def _arrived(self, chat_id: uuid.UUID, notice: Notice) -> None:
         if notice.mine:  # this worker's own step: its sockets had it already
             return
-        seq_text, left_text, part = notice.payload.split(" ", 2)
-        seq, left = int(seq_text), int(left_text)
+        seq_text, place, part = notice.payload.split(" ", 2)
+        seq, (index, count) = int(seq_text), map(int, place.split("/"))
         key = (notice.channel, notice.sender)
         before = self._parts.pop(key, None)
-        pieces = before[1] if before is not None and before[0] == seq - 1 else []
+        pieces = [] if index == 0 else before[1] if before and before[0] == seq - 1 else None
+        if pieces is None or len(pieces) != index:
+            log.warning("a part of an event for chat %s was lost; the event is dropped", chat_id)
+            return
         pieces.append(part)
-        if left:
+        if index + 1 < count:
             self._parts[key] = (seq, pieces)
             return
         text = "".join(pieces)

@@ -29,7 +29,7 @@ from api.ws_protocol import (
     error_frame,
     read_frame,
 )
-from db.errors import StoreUnavailable, is_outage
+from db.errors import is_outage
 from orchestrator.answer import AbortSignal
 from orchestrator.errors import StepError
 from orchestrator.step import Replayed, StepRequest, run_step, start_step
@@ -39,6 +39,7 @@ log = logging.getLogger("jin.ws")
 router = APIRouter()
 
 LAGGING = 1013  # "try again later": the socket read too slowly to keep up with the stream
+UNAVAILABLE = Mistake(503, "database_unavailable", "the database is not reachable; retry shortly")
 
 
 @router.websocket("/ws/chat")
@@ -54,30 +55,29 @@ async def chat_socket(websocket: WebSocket) -> None:
     try:
         chat = await runtime.deps.chats.get_chat(tenant, chat_id)
     except Exception as exc:
-        if not (isinstance(exc, StoreUnavailable) or is_outage(exc)):
+        if not is_outage(exc):
             raise
-        await _close(websocket, Mistake(503, "database_unavailable",
-                                        "the database is not reachable; retry shortly"))
+        await _close(websocket, UNAVAILABLE)
         return
-    if chat is None or runtime.feed is None:
+    assert runtime.feed is not None  # (the lifespan sets it before the first request)
+    if chat is None:
         await _close(websocket, Mistake(404, "chat_not_found", f"chat {chat_id} does not exist"))
         return
     async with runtime.feed.follow(chat_id) as follower:
         follower.queue.put_nowait(json.dumps({"type": "subscribed", "chat_id": str(chat_id)}))
         writer = asyncio.create_task(_write(websocket, follower))
-        starting: set[asyncio.Task[None]] = set()
         try:
-            await _read(websocket, runtime, tenant, chat_id, follower, starting)
+            await _read(websocket, runtime, tenant, chat_id, follower)
         finally:
-            for task in (*starting, writer):
-                task.cancel()
-            await asyncio.gather(writer, *starting, return_exceptions=True)
+            writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
 
 
 async def _read(websocket: WebSocket, runtime: Runtime, tenant: str, chat_id: uuid.UUID,
-                follower: Follower, starting: set[asyncio.Task[None]]) -> None:
-    """The client's frames until it goes; what they ask runs beside the reading, so an abort
-    is read while a step waits for the chat."""
+                follower: Follower) -> None:
+    """The client's frames until it goes. A step opens beside the reading, so an abort is read
+    while it waits for the chat; it is not cancelled when the socket goes (a step cut while it
+    opens would hold the chat until its lease ran out), and the runtime's drain waits for it."""
     while True:
         message = await websocket.receive()
         if message["type"] == "websocket.disconnect":
@@ -86,17 +86,26 @@ async def _read(websocket: WebSocket, runtime: Runtime, tenant: str, chat_id: uu
         if isinstance(frame, Mistake):
             follower.queue.put_nowait(error_frame(frame.code, frame.detail))
         elif isinstance(frame, Abort):
-            step_id = await runtime.deps.steps.request_abort(tenant, chat_id)
-            if step_id is not None:
-                runtime.abort_local(step_id)  # other workers hear it through Postgres
-            follower.queue.put_nowait(json.dumps({
-                "type": "abort_result", "aborted": step_id is not None,
-                "step_id": str(step_id) if step_id else None}))
+            follower.queue.put_nowait(await _abort(runtime, tenant, chat_id))
         else:
             task = asyncio.create_task(_start(websocket, runtime, tenant, chat_id, frame,
                                               follower))
-            starting.add(task)
-            task.add_done_callback(starting.discard)
+            runtime.tasks.add(task)
+            task.add_done_callback(runtime.tasks.discard)
+
+
+async def _abort(runtime: Runtime, tenant: str, chat_id: uuid.UUID) -> str:
+    """As `POST /v1/chats/{id}/abort`: the flag in Postgres, heard by the worker running it."""
+    try:
+        step_id = await runtime.deps.steps.request_abort(tenant, chat_id)
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        return error_frame(UNAVAILABLE.code, UNAVAILABLE.detail)
+    if step_id is not None:
+        runtime.abort_local(step_id)  # other workers hear it through Postgres
+    return json.dumps({"type": "abort_result", "aborted": step_id is not None,
+                       "step_id": str(step_id) if step_id else None})
 
 
 async def _start(websocket: WebSocket, runtime: Runtime, tenant: str, chat_id: uuid.UUID,
@@ -114,12 +123,11 @@ async def _start(websocket: WebSocket, runtime: Runtime, tenant: str, chat_id: u
         follower.queue.put_nowait(error_frame(exc.code, str(exc)))
         return
     except Exception as exc:
-        if not (isinstance(exc, StoreUnavailable) or is_outage(exc)):
+        if not is_outage(exc):
             log.exception("a step could not start")
             follower.queue.put_nowait(error_frame("internal_error", "the step could not start"))
             return
-        follower.queue.put_nowait(error_frame("database_unavailable",
-                                              "the database is not reachable; retry shortly"))
+        follower.queue.put_nowait(error_frame(UNAVAILABLE.code, UNAVAILABLE.detail))
         return
     if isinstance(started, Replayed):  # an idempotent retry: told to this socket alone
         for event in replay_events(started.outcome):
