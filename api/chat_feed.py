@@ -133,9 +133,9 @@ class ChatFeed:
             self.channels.listen(chat_channel(chat_id),
                                  lambda notice: self._arrived(chat_id, notice))
             self.channels.notify(WATCH, chat_id.hex)
-        # Listening, and the others told, before the caller says it follows.
-        await self.channels.flushed()
         try:
+            # Listening, and the others told, before the caller says it follows.
+            await self.channels.flushed()
             yield follower
         finally:
             followers.discard(follower)

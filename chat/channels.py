@@ -108,13 +108,15 @@ class Channels:
     async def _connect(self) -> None:
         conn = await asyncpg.connect(
             self._dsn, server_settings={"application_name": APPLICATION_NAME})
+        listening = set()
         try:
             for channel in list(self._handlers):
                 await conn.add_listener(channel, self._notified)
+                listening.add(channel)
         except BaseException:
-            await conn.close()
+            conn.terminate()
             raise
-        self._conn, self._listening = conn, set(self._handlers)
+        self._conn, self._listening = conn, listening
 
     def _notified(self, conn: Any, pid: int, channel: str, payload: str) -> None:
         handler = self._handlers.get(channel)
@@ -140,13 +142,13 @@ class Channels:
             except Exception as exc:  # keep serving: the records cover meanwhile
                 log.warning("channels: %s: %s", type(exc).__name__, exc)
                 if self.connected:
-                    await self._conn.close()
+                    self._conn.terminate()  # (a close could wait on a broken socket)
             for done in waiters:
                 if not done.done():
                     done.set_result(None)
             if self._dropped:
-                log.warning("channels: %d notifications dropped while disconnected",
-                            self._dropped)
+                log.warning("channels: %d notifications dropped (disconnected, or too many "
+                            "waiting)", self._dropped)
                 self._dropped = 0
 
     async def _round(self) -> None:
