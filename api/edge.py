@@ -26,7 +26,7 @@ from api import logs
 from api.access import Access, Caller, Denied, RateLimiter, is_loopback
 from api.metrics import Metrics
 from api.problems import database_unavailable, problem_response
-from api.ws_protocol import Mistake, authorization, refuse
+from api.ws_protocol import Mistake, authorization, close_code, refuse
 from db.errors import is_outage
 
 log = logging.getLogger("jin.access")
@@ -121,7 +121,7 @@ class Edge:
             if caller.status == 401:
                 self.metrics.auth_failures.labels(caller.code).inc()
             await refuse(scope, receive, send, Mistake(caller.status, caller.code, caller.detail))
-            status = 4000 + caller.status
+            status = close_code(caller.status)
         else:
             _remember(scope, caller)
             await self.app(scope, receive, send)
