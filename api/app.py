@@ -19,16 +19,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import docs, page, problems
 from api.access import Access, RateLimiter, is_loopback
 from api.app_banner import EMBEDDED_BANNER, OPEN_BANNER
+from api.chat_feed import ChatFeed
 from api.edge import Edge, declare_keys
 from api.embedders import build_embedder, duplicate_cosine, embedder_server, served_dim
 from api.keys import KeyStore
 from api.metrics import Metrics
 from api.openai_errors import OpenAIErrors
 from api.role_status import RoleProbe
-from api.routes import chats, health, memories, messages, metrics, openai_compat
+from api.routes import chats, health, memories, messages, metrics, openai_compat, ws
 from api.runtime import Runtime
 from api.settings import Settings
-from chat.abort_channel import AbortListener
+from chat.abort_channel import listen_for_aborts
+from chat.channels import Channels
 from chat.steps import PostgresStepStore
 from chat.store import PostgresChatStore
 from chat.sweeper import sweep_forever
@@ -356,8 +358,12 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         # flight, which the next generation then walked again. Collector time a step
         # 0.41 -> 0.14 ms; the longest pause 10.8 -> 11.7 ms (bench/HISTORY.md, session 7).
         gc.set_threshold(5_000, 10, 10)
-        listener = AbortListener(settings.database_url or "", runtime.abort_local)
-        await listener.start()
+        # One LISTEN connection for the worker: aborts, and the chats its sockets follow.
+        channels = Channels(settings.database_url or "")
+        listen_for_aborts(channels, runtime.abort_local)
+        await channels.start()
+        runtime.feed = ChatFeed(channels)
+        await runtime.feed.start()
         indexing = asyncio.create_task(memory.indexer.run()) if memory.indexer else None
         # Steps whose worker died are closed even if nobody steps on their chat again.
         sweeping = asyncio.create_task(sweep_forever(steps, every=settings.lease_ttl_seconds))
@@ -369,7 +375,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             if indexing is not None:
                 indexing.cancel()
                 await asyncio.gather(indexing, return_exceptions=True)
-            await listener.stop()
+            await runtime.feed.stop()
+            await channels.stop()
             await runtime.drain()
             for server in servers.values():
                 await server.aclose()
@@ -389,9 +396,10 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     app.state.metrics = meter
     # Outermost last: timing, then the edge (ids, key, limits), then the body limit.
     app.add_middleware(_BodyLimit, limit=settings.max_request_bytes)
+    app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
     app.add_middleware(
         Edge, metrics=meter, max_steps=settings.max_concurrent_steps,
-        limiter=RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst))
+        limiter=app.state.limiter)
     app.add_middleware(_Timing)
     app.add_middleware(OpenAIErrors)  # outermost: it sees the edge's refusals too
     problems.install(app)
@@ -402,6 +410,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     app.include_router(memories.router)
     app.include_router(metrics.router)
     app.include_router(openai_compat.router)
+    app.include_router(ws.router)
     return app
 
 

@@ -5,7 +5,9 @@ a request id (the caller's `X-Request-Id` when sane, else a new one, echoed back
 from the path, for the logs; the Bearer key (`/healthz` and `/readyz` need none; `/metrics` and
 `/v1/status` need an admin key); the key's rate limit (429); the worker's cap on concurrent
 steps (503); then the app, timed and counted, with one access line (no query string: the
-context endpoint takes message text there).
+context endpoint takes message text there). A WebSocket (`/ws/chat`) passes the same key check
+and rate limit, its key also taken from a subprotocol (api/ws_protocol.py), and is refused with
+an error frame and a close code.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from api import logs
 from api.access import Access, Caller, Denied, RateLimiter, is_loopback
 from api.metrics import Metrics
 from api.problems import database_unavailable, problem_response
+from api.ws_protocol import Mistake, authorization, close_code, refuse
 from db.errors import is_outage
 
 log = logging.getLogger("jin.access")
@@ -48,6 +51,9 @@ class Edge:
         self.steps_in_flight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._socket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -93,6 +99,35 @@ class Edge:
             self.metrics.request_seconds.labels(label, template).observe(elapsed)
             log.info("%s %s %d", method, template, status,
                      extra={"status": status, "ms": round(elapsed * 1000, 2)})
+
+    async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        logs.request_id.set(uuid.uuid4().hex)
+        logs.chat_id.set(None)
+        logs.step_id.set(None)
+        access: Access = scope["app"].state.access
+        try:
+            caller = await access.check(authorization(scope),
+                                        local=_local(scope, dict(scope["headers"])))
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            caller = Denied(503, "database_unavailable", "the database is not reachable")
+        if isinstance(caller, Caller) and caller.key_id is not None:
+            if self.limiter.take(caller.key_id) > 0:
+                self.metrics.rate_limited.inc()
+                caller = Denied(429, "rate_limited", "this key is over its rate limit")
+        if isinstance(caller, Denied):
+            if caller.status == 401:
+                self.metrics.auth_failures.labels(caller.code).inc()
+            await refuse(scope, receive, send, Mistake(caller.status, caller.code, caller.detail))
+            status = close_code(caller.status)
+        else:
+            _remember(scope, caller)
+            await self.app(scope, receive, send)
+            status = 101
+        log.info("WEBSOCKET %s %d", scope["path"], status,
+                 extra={"status": status, "ms": round((time.perf_counter() - started) * 1000, 2)})
 
     async def _refusal(self, scope: Scope, headers: dict[bytes, bytes], path: str,
                        is_step: bool) -> JSONResponse | None:

@@ -16,12 +16,13 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import logs
+from api.chat_feed import ChatFeed
 from api.metrics import Metrics
 from api.role_status import RoleProbe
 from chat.ports import TranscriptStore
 from llm.types import ProviderConfig
 from orchestrator.answer import AbortSignal
-from orchestrator.events import MessageError, StepEvent
+from orchestrator.events import MessageError, StepEvent, StepStart
 from orchestrator.step import StepDeps
 
 log = logging.getLogger("jin.runtime")
@@ -38,6 +39,7 @@ class Runtime:
     probe: RoleProbe | None = None  # whether each role's server answers (/v1/status)
     running: dict[uuid.UUID, AbortSignal] = field(default_factory=dict)  # by step id
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    feed: ChatFeed | None = None  # each event of a step, to the sockets following its chat
 
     def abort_local(self, step_id: uuid.UUID) -> None:
         """An abort for a step: acted on if this worker runs it (from the route or a NOTIFY)."""
@@ -83,14 +85,23 @@ class Runtime:
     ) -> None:
         logs.step_id.set(str(step_id))  # this task's own context: every line it logs names it
         self.metrics.steps_running.inc()
+        chat_id: uuid.UUID | None = None
+
+        def tell(event: StepEvent) -> None:
+            emit(event)
+            if self.feed is not None and chat_id is not None:
+                self.feed.publish(chat_id, event)
+
         try:
             async for event in events:
                 self.metrics.observe(event)
-                emit(event)
+                if isinstance(event, StepStart):  # (a step's first event)
+                    chat_id = event.chat_id
+                tell(event)
         except Exception:  # the streaming boundary: a last event and a log line
             log.exception("step failed unexpectedly")
             # The client learns that it failed, not how: details are for the log.
-            emit(MessageError(None, "internal_error", "the step failed unexpectedly"))
+            tell(MessageError(None, "internal_error", "the step failed unexpectedly"))
         finally:
             self.metrics.steps_running.dec()
             self.running.pop(step_id, None)

@@ -1,4 +1,5 @@
-"""What a step yields. The API encodes these, one SSE event each, `event:` = `type`."""
+"""What a step yields. The API encodes these with `event_payload`: one SSE event each
+(`event:` = `type`), or one WebSocket message each (`event_message`, the type inside)."""
 
 from __future__ import annotations
 
@@ -141,3 +142,8 @@ def event_payload(event: StepEvent) -> dict[str, Any]:
     """The JSON body of an event (without its type, which is the SSE event name)."""
     data = {f.name: getattr(event, f.name) for f in dataclasses.fields(event) if f.name != "type"}
     return {k: str(v) if isinstance(v, uuid.UUID) else v for k, v in data.items()}
+
+
+def event_message(event: StepEvent) -> dict[str, Any]:
+    """The event as one JSON object with its `type` (a WebSocket message)."""
+    return {"type": event.type, **event_payload(event)}

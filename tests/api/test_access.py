@@ -13,10 +13,12 @@ from typing import Any
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
+from websockets.asyncio.client import connect
 
 from api.keys import KeyStore
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.sse_client import SSE, new_chat, stream_step
+from tests.api.ws_client import refusal, socket_url
 
 PROBLEM = "application/problem+json"
 
@@ -118,6 +120,11 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         ]:
             response = await b.request(method, path, json=body)
             _refused(response, 404, "chat_not_found")
+        # Nor over a socket: refused as over HTTP, and it is not told A's steps.
+        async with connect(socket_url(base, chat), subprotocols=["jin", f"jin.key.{b_key}"],
+                           ) as ws:
+            said, closed = await refusal(ws)
+        assert (said["code"], closed) == ("chat_not_found", 4404)
         assert (await b.get("/v1/chats")).json()["chats"] == []
         assert (await b.get("/v1/memories", params={"user_id": "same-user"})).json()[
             "items"] == []

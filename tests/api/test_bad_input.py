@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -14,10 +15,14 @@ from dataclasses import dataclass
 import httpx
 import pytest
 import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis import Case
 from sqlalchemy.ext.asyncio import AsyncEngine
+from websockets.sync.client import connect as connect_sync
 
 from api.keys import KeyStore
+from api.ws_protocol import Abort, Say, read_frame
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.sse_client import history, new_chat, stream_step
 
@@ -261,3 +266,42 @@ async def test_a_wrong_method_is_a_405_naming_every_method_of_the_path(
         response = await client.request(method, path)
         assert response.status_code == 405 and response.headers["content-type"] == PROBLEM
         assert set(response.headers["allow"].split(", ")) == allowed, path
+
+
+# The WebSocket: no OpenAPI document describes it, so its frames are fuzzed here.
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+_FRAMES = st.one_of(
+    st.text(max_size=60), st.binary(max_size=60), _JSON.map(json.dumps),
+    st.fixed_dictionaries({}, optional={
+        "type": st.sampled_from(["message", "abort", "Abort", "", "x"]) | _JSON,
+        "text": st.text(max_size=40) | _JSON,
+        "idempotency_key": st.text(max_size=300) | _JSON,
+    }).map(json.dumps),
+)
+SOCKET_CODES = {"bad_request", "invalid_request", "unknown_type", "chat_busy"}
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=SEED is not None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sent=_FRAMES)
+def test_a_socket_answers_any_frame_with_a_step_or_a_coded_error(
+    target: Target, sent: str | bytes
+) -> None:
+    url = target.base.replace("http://", "ws://") + f"/ws/chat?chat_id={target.chat_id}"
+    with connect_sync(url, additional_headers=target.auth, open_timeout=10) as ws:
+        assert json.loads(ws.recv(10))["type"] == "subscribed"
+        ws.send(sent)
+        said = json.loads(ws.recv(10))
+        if isinstance(read_frame(sent), Say):  # a step: it runs to its end
+            while said["type"] not in ("step_end", "error"):
+                said = json.loads(ws.recv(10))
+            assert said["type"] == "step_end" or said["code"] in SOCKET_CODES, said
+        elif isinstance(read_frame(sent), Abort):
+            assert said["type"] == "abort_result"
+        else:
+            assert said["type"] == "error" and said["code"] in SOCKET_CODES, (sent, said)
+        ws.send(json.dumps({"type": "abort"}))  # still open, still answering
+        assert json.loads(ws.recv(10))["type"] == "abort_result"

@@ -256,9 +256,10 @@ async def test_postgres_restarted_under_load_fails_requests_cleanly_and_the_work
             assert first - back_at < RECOVERY, report
         assert worker.proc.poll() is None
 
-        # Its background work came back too: the abort listener LISTENs again, and the indexer
-        # drains what the steps queued.
-        listening = "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"jin_abort\"'"
+        # Its background work came back too: the channels' connection (aborts, sockets' chats)
+        # is back, and the indexer drains what the steps queued.
+        listening = ("SELECT count(*) FROM pg_stat_activity "
+                     "WHERE application_name = 'jin-channels'")
         await eventually(engine, listening, 1, within=5)
         await eventually(engine, "SELECT count(*) FROM recall_queue", 0, within=10)
 

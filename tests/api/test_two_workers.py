@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 
@@ -11,6 +12,7 @@ import httpx
 from llm.testing import FakeOpenAIServer, Reply
 from tests.api.processes import JinProcess
 from tests.api.sse_client import history, new_chat, stream_step, streaming_step
+from tests.api.ws_client import following, frames_until, text_of
 
 
 async def test_alternating_workers_give_the_same_history_as_one(
@@ -98,3 +100,46 @@ async def test_what_a_user_just_said_is_recalled_by_their_next_step_on_the_other
                           if m["content"].startswith("<memory-context>")), "")
             found += code in fence
     assert found == 50
+
+
+async def test_sockets_on_two_workers_follow_one_chat_and_either_stops_its_step(
+    workers: Callable[..., JinProcess], model: FakeOpenAIServer
+) -> None:
+    # Polling is slowed to a minute: only the NOTIFY through Postgres can stop it in time.
+    slow_poll = {"JIN_ABORT_POLL_SECONDS": "60", "JIN_PARTIAL_FLUSH_SECONDS": "60",
+                 "JIN_LEASE_TTL_SECONDS": "300"}
+    a_url = (await asyncio.to_thread(workers, **slow_poll)).url
+    b_url = (await asyncio.to_thread(workers, **slow_poll)).url
+    async with httpx.AsyncClient(base_url=a_url, timeout=30) as a, \
+            httpx.AsyncClient(base_url=b_url, timeout=30) as b:
+        chat = await new_chat(a)
+        async with following(a_url, chat) as on_a, following(b_url, chat) as on_b:
+            # A step sent on A's socket streams on B's, a chunk of ~9 KB (past NOTIFY's 8000
+            # bytes, in two-byte letters) whole.
+            big = "".join(f"слово{i} " for i in range(600))
+            model.push(Reply(["Привет ", big, "конец"]))
+            await on_a.send(json.dumps({"text": "hi"}))
+            seen_a = await frames_until(on_a, "step_end")
+            seen_b = await frames_until(on_b, "step_end")
+            assert seen_b == seen_a
+            assert text_of(seen_b) == "Привет " + big + "конец"
+
+            # A step over HTTP on B streams to A's socket as SSE gave it.
+            model.push(Reply(["from", " http"]))
+            sse = await stream_step(b, chat, "over http")
+            assert await frames_until(on_a, "step_end") == [{"type": n, **d} for n, d in sse]
+            await frames_until(on_b, "step_end")
+
+            # An abort on B's socket stops the step A's socket started, which runs on A.
+            model.push(Reply([f"w{i} " for i in range(1000)], chunk_delay=0.01))
+            await on_a.send(json.dumps({"text": "long"}))
+            await frames_until(on_b, "message_chunk")
+            asked = time.perf_counter()
+            await on_b.send(json.dumps({"type": "abort"}))
+            ended = await frames_until(on_a, "step_end")
+            assert ended[-1]["status"] == "interrupted"
+            assert time.perf_counter() - asked < 2.0
+            told = [f for f in await frames_until(on_b, "step_end") if f["type"] == "abort_result"]
+            assert [t["aborted"] for t in told] == [True]
+        answer = (await history(a, chat))[-1]
+        assert answer["status"] == "interrupted" and len(answer["content"].split()) < 1000

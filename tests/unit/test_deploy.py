@@ -243,6 +243,16 @@ def test_nginx_streams_without_buffering() -> None:
     assert body_limit and int(body_limit.group(1)) * 2**20 > _default("max_request_bytes")
 
 
+def test_nginx_passes_the_websocket_upgrade() -> None:
+    conf = re.sub(r"#[^\n]*", "", NGINX.read_text())
+    ws = _block(conf, "location /ws/")
+    headers = re.findall(r"proxy_set_header\s+([^;]+);", ws)
+    assert "Upgrade $http_upgrade" in headers and 'Connection "upgrade"' in headers
+    assert re.search(r"proxy_pass\s+http://jin_api;", ws)
+    assert re.search(r"proxy_http_version\s+1\.1;", ws)
+    assert "X-Forwarded-For $proxy_add_x_forwarded_for" in headers  # not taken as loopback
+
+
 def _configuration_rows() -> list[tuple[list[str], list[str]]]:
     text = CONFIGURATION.read_text()
     section = text[text.index("## Environment variables\n"):]
