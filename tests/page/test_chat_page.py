@@ -59,7 +59,10 @@ async def test_escape_stops_a_slow_answer_and_the_stopped_part_is_kept(
         chat = (await client.get("/v1/chats", params={"user_id": "u1"})).json()["chats"][0]
         rows = (await client.get(f"/v1/chats/{chat['id']}/messages")).json()["messages"]
     assert rows[-1]["status"] == "interrupted", rows
-    assert rows[-1]["content"].strip() == shown.strip(), rows  # the page shows what was kept
+    # The page shows what was kept. (When it did not, once in ~8 whole runs, the log's HTML
+    # says which node the page showed.)
+    assert rows[-1]["content"].strip() == shown.strip(), (
+        rows, await page.locator("#log").inner_html())
     # The chat works on: the next message gets its answer.
     model.push(Reply(["still here"]))
     await _send(page, "Are you there?")
