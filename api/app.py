@@ -25,7 +25,15 @@ from api.keys import KeyStore
 from api.metrics import Metrics
 from api.openai_errors import OpenAIErrors
 from api.role_status import RoleProbe
-from api.routes import chats, health, memories, messages, metrics, openai_compat
+from api.routes import (
+    chats,
+    health,
+    memories,
+    messages,
+    metrics,
+    openai_compat,
+    runtime_memory,
+)
 from api.runtime import Runtime
 from api.settings import Settings
 from chat.abort_channel import AbortListener
@@ -44,11 +52,13 @@ from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
 from memory.indexer import Indexer, IndexerConfig
 from memory.recall_store import PostgresRecall
+from memory.runtime_store import PostgresRuntimeMemory
 from memory.store import FactConfig, PostgresFactStore
 from migrations.embedding_dim import current_dim
 from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import CompactionPolicy
 from orchestrator.route import RouteConfig
+from orchestrator.runtime_memory import RuntimeMemory
 from orchestrator.step import StepConfig, StepDeps
 from orchestrator.translation import TranslatorConfig
 
@@ -302,6 +312,14 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             ),
         ) if settings.compaction else None
         steps = PostgresStepStore(engine, windows)
+        l1 = RuntimeMemory(
+            store=PostgresRuntimeMemory(engine),
+            helper=OpenAIChatModel(servers["helper"]),
+            counter=counter,
+            config=settings.runtime_memory_config(),
+            on_rejected=lambda reason: meter.runtime_memory_rejections.labels(reason).inc(),
+            listeners=[lambda _event: meter.runtime_memory_updates.inc()],
+        ) if settings.runtime_memory else None
         deps = StepDeps(
             chats=chats,
             steps=steps,
@@ -314,6 +332,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             indexer=memory.indexer,
             translator=(OpenAIChatModel(servers["translator"])
                         if "translator" in servers else None),
+            runtime_memory=l1,
         )
         runtime = Runtime(
             engine=engine, deps=deps,
@@ -351,6 +370,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
                 await asyncio.gather(indexing, return_exceptions=True)
             await listener.stop()
             await runtime.drain()
+            if l1 is not None:
+                await l1.drain()
             for server in servers.values():
                 await server.aclose()
             await engine.dispose()
@@ -378,6 +399,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     app.include_router(chats.router)
     app.include_router(messages.router)
     app.include_router(memories.router)
+    app.include_router(runtime_memory.router)
     app.include_router(metrics.router)
     app.include_router(openai_compat.router)
     return app

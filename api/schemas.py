@@ -219,6 +219,9 @@ class StepOut(BaseModel):
     reasoning: str
     error: StepErrorOut | None
     replayed: bool = Field(description="an idempotent retry: the stored outcome, not a new step")
+    runtime_memory: dict[str, Any] | None = Field(
+        default=None, description="the turn's L1 update (`memory`, `diff`, `version`), when it "
+        "ended within JIN_L1_WAIT_S")
 
 
 class SectionOut(BaseModel):
