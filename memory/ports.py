@@ -152,6 +152,17 @@ class RuntimeVersion:
     meta: dict[str, object]
 
 
+@dataclass(frozen=True)
+class RuntimeVersionInfo:
+    """A version as the list of versions shows it."""
+
+    version: int
+    created_at: datetime
+    source: str
+    through_position: int | None
+    lines: int
+
+
 class RuntimeMemoryStore(Protocol):
     """The versions of each chat's L1 runtime memory (memory/runtime_state.py)."""
 
@@ -166,7 +177,7 @@ class RuntimeMemoryStore(Protocol):
         such version."""
         ...
 
-    async def versions(self, tenant_id: str, chat_id: uuid.UUID) -> list[RuntimeVersion]:
+    async def versions(self, tenant_id: str, chat_id: uuid.UUID) -> list[RuntimeVersionInfo]:
         """Every version of the chat, newest first."""
         ...
 

@@ -11,7 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.statements import connect, fetch, json_text
-from memory.ports import RuntimeVersion
+from memory.ports import RuntimeVersion, RuntimeVersionInfo
 from memory.runtime_prompt import Turn
 from memory.runtime_state import State
 
@@ -25,8 +25,10 @@ _VERSION = text(f"""
 SELECT {_COLUMNS} FROM runtime_memory_versions
 WHERE chat_id = :c AND tenant_id = :t AND version IN (:v, :v - 1) ORDER BY version DESC""")
 
-_VERSIONS = text(f"""
-SELECT {_COLUMNS} FROM runtime_memory_versions
+_VERSIONS = text("""
+SELECT version, created_at, source, through_position,
+       jsonb_array_length(state -> 'lines') AS lines
+FROM runtime_memory_versions
 WHERE chat_id = :c AND tenant_id = :t ORDER BY version DESC""")
 
 # The chat must still be there and be the tenant's (a deleted chat takes its versions along).
@@ -89,10 +91,11 @@ class PostgresRuntimeMemory:
             return None
         return found[0], found[1] if len(found) > 1 else None
 
-    async def versions(self, tenant_id: str, chat_id: uuid.UUID) -> list[RuntimeVersion]:
+    async def versions(self, tenant_id: str, chat_id: uuid.UUID) -> list[RuntimeVersionInfo]:
         async with connect(self.engine) as conn:
             rows = await fetch(conn, _VERSIONS, {"c": chat_id, "t": tenant_id})
-        return [_version(r) for r in rows]
+        return [RuntimeVersionInfo(r["version"], r["created_at"], r["source"],
+                                   r["through_position"], r["lines"]) for r in rows]
 
     async def write(
         self, tenant_id: str, chat_id: uuid.UUID, version: int, state: State,

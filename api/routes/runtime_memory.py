@@ -55,6 +55,7 @@ class RuntimeMemoryOut(BaseModel):
     lines: list[LineOut]
     removed: list[RemovedOut] = Field(description="lines of the previous version gone in this")
     deleted_keys: list[str] = Field(description="lines the user deleted, kept out of rewrites")
+    versions: list[VersionOut] = Field(description="every version of the state, newest first")
 
 
 class VersionOut(BaseModel):
@@ -63,11 +64,6 @@ class VersionOut(BaseModel):
     source: str
     through_position: int | None
     lines: int
-
-
-class VersionsOut(BaseModel):
-    chat_id: uuid.UUID
-    versions: list[VersionOut] = Field(description="newest first")
 
 
 class DurableIn(BaseModel):
@@ -87,12 +83,17 @@ async def _chat(runtime: RuntimeDep, tenant: str, chat_id: uuid.UUID) -> tuple[
     return chat, memory
 
 
-def _view(chat_id: uuid.UUID, current: RuntimeVersion | None,
-          previous: RuntimeVersion | None) -> dict[str, Any]:
+async def _view(memory: RuntimeMemory, tenant: str, chat_id: uuid.UUID,
+                current: RuntimeVersion | None, previous: RuntimeVersion | None
+                ) -> dict[str, Any]:
+    versions = [
+        {"version": v.version, "created_at": v.created_at.isoformat(), "source": v.source,
+         "through_position": v.through_position, "lines": v.lines}
+        for v in await memory.store.versions(tenant, chat_id)]
     if current is None:
         return {"chat_id": str(chat_id), "version": 0, "created_at": None, "source": None,
                 "through_position": None, "memory": "", "lines": [], "removed": [],
-                "deleted_keys": []}
+                "deleted_keys": [], "versions": versions}
     changes = diff(previous.state if previous else None, current.state)
     return {
         "chat_id": str(chat_id), "version": current.version,
@@ -100,6 +101,7 @@ def _view(chat_id: uuid.UUID, current: RuntimeVersion | None,
         "through_position": current.through_position, "memory": text(current.state),
         **changes.to_json(),
         "deleted_keys": sorted({t.key for t in current.state.tombstones}),
+        "versions": versions,
     }
 
 
@@ -109,7 +111,8 @@ async def get_runtime_memory(
     chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep,
     version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
 ) -> dict[str, Any]:
-    """The latest state (or version `version`), each line against the version before it."""
+    """The latest state (or version `version`), each line against the version before it, and
+    the list of every version."""
     _, memory = await _chat(runtime, tenant, chat_id)
     if version is None:
         latest = await memory.store.latest(tenant, chat_id)
@@ -120,20 +123,7 @@ async def get_runtime_memory(
         if found is None:
             raise Problem(404, "runtime_memory_version_not_found",
                           f"chat {chat_id} has no runtime memory version {version}")
-    return _view(chat_id, *(found or (None, None)))
-
-
-@router.get("/{chat_id}/runtime-memory/versions", response_model=None,
-            responses={200: {"model": VersionsOut}, **problems.responses(404, 422)})
-async def list_versions(chat_id: uuid.UUID, runtime: RuntimeDep,
-                        tenant: TenantDep) -> dict[str, Any]:
-    """Every version of the state, newest first."""
-    _, memory = await _chat(runtime, tenant, chat_id)
-    versions = await memory.store.versions(tenant, chat_id)
-    return {"chat_id": str(chat_id), "versions": [
-        {"version": v.version, "created_at": v.created_at.isoformat(), "source": v.source,
-         "through_position": v.through_position, "lines": len(v.state.lines)}
-        for v in versions]}
+    return await _view(memory, tenant, chat_id, *(found or (None, None)))
 
 
 @router.delete("/{chat_id}/runtime-memory", status_code=204,
@@ -176,4 +166,4 @@ async def mark_line(chat_id: uuid.UUID, key: Key, body: DurableIn, runtime: Runt
         raise Problem(404, "runtime_memory_key_not_found",
                       f"the runtime memory has no line {key!r}") from exc
     found = await memory.store.version(tenant, chat_id, written.version)
-    return _view(chat_id, *(found or (written, None)))
+    return await _view(memory, tenant, chat_id, *(found or (written, None)))
