@@ -1,7 +1,9 @@
 """What the helper is asked for an L1 rewrite, and the turns it is given. Pure.
 
-The system text is the same every time (the helper server's prefix cache stays warm); the user
-message carries the previous state and the turns since it, each clipped.
+The system text and one worked example come first, the same every time (the helper server's
+prefix cache stays warm); the last user message carries the previous state and the turns since
+it, each clipped. The example is what makes a small helper (the embedded SmolLM2-135M) write
+`key: value` lines at all: without it, it copied the prompt back.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ HELPER_SYSTEM = (
 )
 
 TURN_CHARS = 2000
+EMPTY = "(none)"
+_EXAMPLE_TURN = (
+    f"Current state:\n{EMPTY}\n\nLatest turn:\nUser: Hi, I'm Bob. The front brake of my bike "
+    "squeaks.\nAssistant: Hi Bob! Is it a rim brake or a disc brake?\n\nWrite the new state now."
+)
+_EXAMPLE_STATE = ("!user_name: Bob\ncurrent_task: fix the squeaking front brake of a bike\n"
+                  "open_question: rim brake or disc brake")
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ class Turn:
 
 def helper_prompt(state_text: str, turns: list[Turn], turn_chars: int = TURN_CHARS) -> list[
         PromptMessage]:
-    parts = ["Current state:", state_text or "(empty)", ""]
+    parts = ["Current state:", state_text or EMPTY, ""]
     for n, turn in enumerate(turns, 1):
         heading = "Latest turn" if len(turns) == 1 else f"Turn {n} of {len(turns)}"
         speaker = "Assistant" if turn.status == "complete" else \
@@ -50,7 +59,8 @@ def helper_prompt(state_text: str, turns: list[Turn], turn_chars: int = TURN_CHA
         parts += [f"{heading}:", f"User: {_clip(turn.user_text, turn_chars)}",
                   f"{speaker}: {_clip(turn.answer, turn_chars)}", ""]
     parts.append("Write the new state now.")
-    return [PromptMessage("system", HELPER_SYSTEM), PromptMessage("user", "\n".join(parts))]
+    return [PromptMessage("system", HELPER_SYSTEM), PromptMessage("user", _EXAMPLE_TURN),
+            PromptMessage("assistant", _EXAMPLE_STATE), PromptMessage("user", "\n".join(parts))]
 
 
 def _clip(text: str, chars: int) -> str:

@@ -74,7 +74,7 @@ async def test_each_turn_rewrites_the_state_which_the_next_prompt_reads(
         ("user_name", "new", 0.5, True), ("current_task", "new", 0.5, False)]
     # The helper read the turn and an empty state.
     asked = helper.requests[-1]["messages"][-1]["content"]
-    assert "(empty)" in asked and "I'm Ann, planning a trip to Rome" in asked
+    assert "Current state:\n(none)" in asked and "I'm Ann, planning a trip to Rome" in asked
 
     events = await turn(client, model, helper, chat, "Actually make it Milan", "Milan then.",
                         "!user_name: Ann\ncurrent_task: plan a trip to Milan\nbudget: tight")

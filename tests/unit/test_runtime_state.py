@@ -143,7 +143,7 @@ def test_the_helper_gets_the_state_and_each_pending_turn() -> None:
              Turn(4096, "last", "cut", "interrupted", "client_disconnected")]
     fold, unresolved = pending(turns)
     assert [t.position for t in fold] == [1024, 2048, 3072] and unresolved == turns[-1]
-    prompt = helper_prompt("name: Ann", fold)[1].content
+    prompt = helper_prompt("name: Ann", fold)[-1].content
     assert "name: Ann" in prompt and "Turn 2 of 3" in prompt
     assert "Assistant (did not finish: aborted): partial" in prompt
     assert pending([turns[1]]) == ([], turns[1])
