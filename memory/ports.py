@@ -152,6 +152,9 @@ class RuntimeVersion:
     meta: dict[str, object]
 
 
+Claim = Literal["claimed", "busy", "gone"]
+
+
 @dataclass(frozen=True)
 class RuntimeVersionInfo:
     """A version as the list of versions shows it."""
@@ -196,8 +199,9 @@ class RuntimeMemoryStore(Protocol):
         when None), oldest first."""
         ...
 
-    async def claim(self, chat_id: uuid.UUID, holder: uuid.UUID, ttl: float) -> bool:
-        """Take the chat's rewrite claim for `ttl` seconds, if free, expired or ours."""
+    async def claim(self, chat_id: uuid.UUID, holder: uuid.UUID, ttl: float) -> Claim:
+        """Take the chat's rewrite claim for `ttl` seconds, if free, expired or ours
+        (`claimed`); `busy` while another holder has it; `gone` when the chat is."""
         ...
 
     async def release(self, chat_id: uuid.UUID, holder: uuid.UUID) -> None:

@@ -11,7 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.statements import connect, fetch, json_text
-from memory.ports import RuntimeVersion, RuntimeVersionInfo
+from memory.ports import Claim, RuntimeVersion, RuntimeVersionInfo
 from memory.runtime_prompt import Turn
 from memory.runtime_state import State
 
@@ -50,12 +50,19 @@ WHERE a.chat_id = :c AND a.kind = 'assistant' AND a.position > :after
   AND s.status <> 'running'
 ORDER BY a.position DESC LIMIT :n""")
 
+# Whether the chat is there, and whether the claim is now ours (free, expired, or ours already).
 _CLAIM = text("""
-INSERT INTO runtime_memory_claims (chat_id, holder, expires_at)
-SELECT :c, :h, now() + make_interval(secs => :ttl) FROM chats WHERE id = :c
-ON CONFLICT (chat_id) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-WHERE runtime_memory_claims.expires_at < now() OR runtime_memory_claims.holder = EXCLUDED.holder
-RETURNING holder""")
+WITH chat AS (SELECT id FROM chats WHERE id = :c),
+claimed AS (
+    INSERT INTO runtime_memory_claims (chat_id, holder, expires_at)
+    SELECT id, :h, now() + make_interval(secs => :ttl) FROM chat
+    ON CONFLICT (chat_id) DO UPDATE SET holder = EXCLUDED.holder,
+                                        expires_at = EXCLUDED.expires_at
+    WHERE runtime_memory_claims.expires_at < now()
+       OR runtime_memory_claims.holder = EXCLUDED.holder
+    RETURNING holder
+)
+SELECT EXISTS (SELECT 1 FROM chat) AS present, EXISTS (SELECT 1 FROM claimed) AS ours""")
 
 _RELEASE = text("DELETE FROM runtime_memory_claims WHERE chat_id = :c AND holder = :h")
 
@@ -117,10 +124,11 @@ class PostgresRuntimeMemory:
         return [Turn(r["position"], r["user_text"], r["answer"], r["status"],
                      r["error_code"] or r["status"]) for r in reversed(rows)]
 
-    async def claim(self, chat_id: uuid.UUID, holder: uuid.UUID, ttl: float) -> bool:
+    async def claim(self, chat_id: uuid.UUID, holder: uuid.UUID, ttl: float) -> Claim:
         async with connect(self.engine) as conn:
             rows = await fetch(conn, _CLAIM, {"c": chat_id, "h": holder, "ttl": ttl})
-        return bool(rows)
+        row = rows[0]
+        return "gone" if not row["present"] else "claimed" if row["ours"] else "busy"
 
     async def release(self, chat_id: uuid.UUID, holder: uuid.UUID) -> None:
         async with connect(self.engine) as conn:

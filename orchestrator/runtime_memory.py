@@ -135,7 +135,10 @@ class RuntimeMemory:
         holder = uuid.uuid4()
         try:
             deadline = time.monotonic() + self.config.claim_ttl
-            while not await self.store.claim(chat.id, holder, self.config.claim_ttl):
+            while (claim := await self.store.claim(chat.id, holder,
+                                                   self.config.claim_ttl)) != "claimed":
+                if claim == "gone":
+                    return None  # the chat was deleted meanwhile
                 if time.monotonic() > deadline:
                     log.warning("chat %s: runtime memory claim never freed", chat.id)
                     return None
