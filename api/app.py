@@ -26,7 +26,16 @@ from api.keys import KeyStore
 from api.metrics import Metrics
 from api.openai_errors import OpenAIErrors
 from api.role_status import RoleProbe
-from api.routes import chats, health, memories, messages, metrics, openai_compat, ws
+from api.routes import (
+    chats,
+    health,
+    memories,
+    messages,
+    metrics,
+    openai_compat,
+    runtime_memory,
+    ws,
+)
 from api.runtime import Runtime
 from api.settings import Settings
 from chat.abort_channel import listen_for_aborts
@@ -47,12 +56,14 @@ from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
 from memory.indexer import Indexer, IndexerConfig
 from memory.recall_store import PostgresRecall
+from memory.runtime_store import PostgresRuntimeMemory
 from memory.store import FactConfig, PostgresFactStore
 from migrations.embedding_dim import current_dim
 from orchestrator.actions import ActionConfig
 from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import CompactionPolicy
 from orchestrator.route import RouteConfig
+from orchestrator.runtime_memory import RuntimeMemory
 from orchestrator.step import StepConfig, StepDeps
 from orchestrator.translation import TranslatorConfig
 
@@ -323,6 +334,14 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         ) if settings.compaction else None
         steps = PostgresStepStore(engine, windows)
         search = _search(settings)
+        l1 = RuntimeMemory(
+            store=PostgresRuntimeMemory(engine),
+            helper=OpenAIChatModel(servers["helper"]),
+            counter=counter,
+            config=settings.runtime_memory_config(),
+            on_rejected=lambda reason: meter.runtime_memory_rejections.labels(reason).inc(),
+            listeners=[lambda _event: meter.runtime_memory_updates.inc()],
+        ) if settings.runtime_memory else None
         deps = StepDeps(
             chats=chats,
             steps=steps,
@@ -336,6 +355,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             translator=(OpenAIChatModel(servers["translator"])
                         if "translator" in servers else None),
             search=search,
+            runtime_memory=l1,
         )
         runtime = Runtime(
             engine=engine, deps=deps,
@@ -364,6 +384,9 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         await channels.start()
         runtime.feed = ChatFeed(channels)
         await runtime.feed.start()
+        if l1 is not None:  # an L1 update that outlived its step goes to the chat's sockets
+            feed = runtime.feed
+            l1.listeners.append(lambda event: feed.publish(event.chat_id, event))
         indexing = asyncio.create_task(memory.indexer.run()) if memory.indexer else None
         # Steps whose worker died are closed even if nobody steps on their chat again.
         sweeping = asyncio.create_task(sweep_forever(steps, every=settings.lease_ttl_seconds))
@@ -378,6 +401,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             await runtime.feed.stop()
             await channels.stop()
             await runtime.drain()
+            if l1 is not None:
+                await l1.drain()
             for server in servers.values():
                 await server.aclose()
             if search is not None:
@@ -408,6 +433,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     app.include_router(chats.router)
     app.include_router(messages.router)
     app.include_router(memories.router)
+    app.include_router(runtime_memory.router)
     app.include_router(metrics.router)
     app.include_router(openai_compat.router)
     app.include_router(ws.router)

@@ -20,7 +20,14 @@ from prometheus_client import (
 )
 
 from api.database import pid_alive
-from orchestrator.events import CompactionDone, MessageEnd, MessageError, StepEnd, StepEvent
+from orchestrator.events import (
+    CompactionDone,
+    MessageEnd,
+    MessageError,
+    RuntimeMemoryUpdate,
+    StepEnd,
+    StepEvent,
+)
 
 # A step waits on a model: seconds to minutes. The server's own share: milliseconds.
 _STEP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -56,6 +63,11 @@ class Metrics:
                                    registry=r, multiprocess_mode="livesum")
         self.rate_limited = Counter("jin_rate_limited", "Requests refused by the rate limit",
                                     registry=r)
+        self.runtime_memory_updates = Counter(
+            "jin_runtime_memory_updates", "New versions of L1 runtime memory", registry=r)
+        self.runtime_memory_rejections = Counter(
+            "jin_runtime_memory_rejections", "L1 updates rejected (the state stayed), by reason",
+            ["reason"], registry=r)
         self.auth_failures = Counter("jin_auth_failures", "Requests refused for their key",
                                      ["code"], registry=r)
 
@@ -74,6 +86,8 @@ class Metrics:
             self.tokens.labels("out").inc(event.usage.get("completion_tokens") or 0)
         elif isinstance(event, MessageError) and event.code.startswith("provider_"):
             self.provider_errors.labels(event.code).inc()
+        elif isinstance(event, RuntimeMemoryUpdate):
+            self.runtime_memory_updates.inc()
         elif isinstance(event, CompactionDone):
             result = "skipped" if event.skipped else "fallback" if event.fallback else "summary"
             self.compactions.labels(result).inc()

@@ -221,6 +221,9 @@ class StepOut(BaseModel):
     actions: list[dict[str, Any]] = Field(
         default_factory=list, description="each action's last runtime_action event")
     replayed: bool = Field(description="an idempotent retry: the stored outcome, not a new step")
+    runtime_memory: dict[str, Any] | None = Field(
+        default=None, description="the turn's L1 update (`memory`, `diff`, `version`), when it "
+        "ended within JIN_L1_WAIT_S")
 
 
 class SectionOut(BaseModel):

@@ -18,6 +18,8 @@ from llm.types import HTTPConfig, ProviderConfig
 from memory.events import SchemaError
 from memory.events.schema import load_schemas
 from memory.ranking import RecallConfig
+from memory.runtime_state import StrengthConfig
+from orchestrator.runtime_memory import RuntimeMemoryConfig
 from orchestrator.stream_validator import ValidatorConfig
 
 Role = Literal["brain", "helper", "translator", "embedder"]
@@ -133,6 +135,17 @@ class Settings(BaseSettings):
     # A folder of the deployment's own event and entity schemas (*.yaml), beside jin's defaults;
     # its types replace the defaults of the same name. Checked here, so a mistake stops startup.
     memory_schemas: Path | None = None
+    # L1 runtime memory (orchestrator/runtime_memory.py): the helper's compact state of each chat,
+    # rewritten after every turn, versioned, and fenced into the next prompt.
+    runtime_memory: bool = True
+    l1_wait_s: float = Field(default=2.0, ge=0)  # how long step_end waits for the update
+    l1_budget_tokens: int = Field(default=512, ge=0)  # of the prompt
+    l1_max_tokens: int = Field(default=512, gt=0)  # the helper's answer
+    l1_max_turns: int = Field(default=4, ge=1, le=50)  # a lagging state catches up on these
+    l1_claim_seconds: float = Field(default=120.0, gt=0)  # one update's limit
+    l1_decay: float = Field(default=0.82, gt=0, le=1)  # a line's strength, each rewrite
+    l1_floor: float = Field(default=0.2, ge=0, le=1)  # a line under it falls out
+    l1_durable_floor: float = Field(default=0.25, ge=0, le=1)  # a durable line's least
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
     # A user's vectors go into the HNSW indexes once the user has this many messages or facts.
@@ -233,6 +246,16 @@ class Settings(BaseSettings):
         given = {n: getattr(self, f"recall_{n}") for n in names}
         set_ = {k: v for k, v in given.items() if v is not None}
         return RecallConfig(enabled=self.recall, **set_)
+
+    def runtime_memory_config(self) -> RuntimeMemoryConfig:
+        """RuntimeMemoryConfig from every `JIN_L1_*`."""
+        return RuntimeMemoryConfig(
+            wait=self.l1_wait_s, budget_tokens=self.l1_budget_tokens,
+            claim_ttl=self.l1_claim_seconds, max_turns=self.l1_max_turns,
+            answer_tokens=self.l1_max_tokens,
+            strength=StrengthConfig(decay=self.l1_decay, floor=self.l1_floor,
+                                    durable_floor=self.l1_durable_floor),
+        )
 
     def validator_config(self) -> ValidatorConfig:
         """ValidatorConfig from `JIN_VALIDATOR` and every `JIN_VALIDATOR_*`."""

@@ -15,6 +15,7 @@ from orchestrator.events import (
     MessageError,
     MessageStart,
     RuntimeAction,
+    RuntimeMemoryUpdate,
     StepEnd,
     StepEvent,
     StepStart,
@@ -89,6 +90,8 @@ class StepResult:
             b.setdefault("warnings", []).append({"code": event.code, "text": event.text})
         elif isinstance(event, MessageEnd):
             b.update(message_status=event.status, usage=event.usage)
+        elif isinstance(event, RuntimeMemoryUpdate):
+            b["runtime_memory"] = event_payload(event)
         elif isinstance(event, StepEnd):
             b.update(status=event.status, timings=event.timings)
 

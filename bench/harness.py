@@ -123,7 +123,10 @@ def jin_worker(
         "DATABASE_URL": database_url, "JIN_BRAIN_URL": model_url, "JIN_HELPER_URL": model_url,
         # Every model role on the fake, the embedder too: the figures are the server's own time.
         "JIN_EMBEDDER_URL": model_url, "JIN_EMBEDDER_MODEL": "fake-embedder",
-        "JIN_LOG_LEVEL": "warning", **env,
+        "JIN_LOG_LEVEL": "warning",
+        # The step's figures as measured before L1 runtime memory (an echo as the helper would
+        # add a rewrite per step); L1's own cost is measured on its own (issue 22, point 4).
+        "JIN_RUNTIME_MEMORY": "false", **env,
     }, f"http://127.0.0.1:{port}|/readyz")
     PIDS[f"http://127.0.0.1:{port}"] = proc.pid
     return f"http://127.0.0.1:{port}"

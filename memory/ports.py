@@ -14,6 +14,8 @@ from typing import Literal, Protocol
 from db.errors import StoreUnavailable as StoreUnavailable
 from llm.ports import Embedding
 from memory.ranking import Mode, RecallConfig, RecallQuery, RecallResult
+from memory.runtime_prompt import Turn
+from memory.runtime_state import State
 
 
 @dataclass(frozen=True)
@@ -134,4 +136,74 @@ class IndexQueue(Protocol):
         """Index every message of the chat up to position `through` still waiting (waiting a
         little for other workers' claims on them). True when none is left unindexed; False if
         some still wait, or were parked because the embedder rejects them."""
+        ...
+
+
+@dataclass(frozen=True)
+class RuntimeVersion:
+    """One stored version of a chat's L1 state."""
+
+    chat_id: uuid.UUID
+    version: int
+    state: State
+    through_position: int | None  # the last answer it reflects
+    source: str  # update / unresolved / deleted / durable
+    created_at: datetime
+    meta: dict[str, object]
+
+
+Claim = Literal["claimed", "busy", "gone"]
+
+
+@dataclass(frozen=True)
+class RuntimeVersionInfo:
+    """A version as the list of versions shows it."""
+
+    version: int
+    created_at: datetime
+    source: str
+    through_position: int | None
+    lines: int
+
+
+class RuntimeMemoryStore(Protocol):
+    """The versions of each chat's L1 runtime memory (memory/runtime_state.py)."""
+
+    async def latest(self, tenant_id: str, chat_id: uuid.UUID) -> RuntimeVersion | None:
+        """The chat's newest version; None before the first."""
+        ...
+
+    async def version(
+        self, tenant_id: str, chat_id: uuid.UUID, version: int
+    ) -> tuple[RuntimeVersion, RuntimeVersion | None] | None:
+        """Version `version` and the one before it (None for the first); None if there is no
+        such version."""
+        ...
+
+    async def versions(self, tenant_id: str, chat_id: uuid.UUID) -> list[RuntimeVersionInfo]:
+        """Every version of the chat, newest first."""
+        ...
+
+    async def write(
+        self, tenant_id: str, chat_id: uuid.UUID, version: int, state: State,
+        through_position: int | None, source: str, meta: dict[str, object],
+    ) -> bool:
+        """Store version `version`; False if the chat has it already (another writer came
+        first: read the latest again), or the chat is gone."""
+        ...
+
+    async def turns_after(
+        self, chat_id: uuid.UUID, position: int | None, limit: int
+    ) -> list[Turn]:
+        """The newest `limit` finished turns whose answer is after `position` (all of them
+        when None), oldest first."""
+        ...
+
+    async def claim(self, chat_id: uuid.UUID, holder: uuid.UUID, ttl: float) -> Claim:
+        """Take the chat's rewrite claim for `ttl` seconds, if free, expired or ours
+        (`claimed`); `busy` while another holder has it; `gone` when the chat is."""
+        ...
+
+    async def release(self, chat_id: uuid.UUID, holder: uuid.UUID) -> None:
+        """Give the claim back (if still ours)."""
         ...

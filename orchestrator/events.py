@@ -125,6 +125,18 @@ class StepWarning:
 
 
 @dataclass(frozen=True)
+class RuntimeMemoryUpdate:
+    """A new version of the chat's L1 runtime memory: its text, what changed against the state
+    before the update (memory/runtime_state.py `diff`), and its number."""
+
+    chat_id: uuid.UUID
+    memory: str
+    diff: dict[str, Any]
+    version: int
+    type: Literal["runtime_memory_update"] = "runtime_memory_update"
+
+
+@dataclass(frozen=True)
 class StepEnd:
     step_id: uuid.UUID
     status: str
@@ -134,7 +146,8 @@ class StepEnd:
 
 StepEvent = (
     StepStart | ContextInfo | MessageStart | ThinkingChunk | MessageChunk | MessageEnd
-    | MessageError | RuntimeAction | ClientToolCalls | CompactionDone | StepWarning | StepEnd
+    | MessageError | RuntimeAction | ClientToolCalls | CompactionDone | StepWarning
+    | RuntimeMemoryUpdate | StepEnd
 )
 
 

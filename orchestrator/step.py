@@ -47,11 +47,14 @@ from orchestrator.lease import follow_policy
 from orchestrator.memory_recall import recall_into
 from orchestrator.outcome import (
     Complete,
+    Failed,
     Interrupted,
+    Outcome,
     error_of,
     stream_outcome,
 )
 from orchestrator.route import DIRECT, Route, RouteConfig
+from orchestrator.runtime_memory import RuntimeMemory
 from orchestrator.saving import log_outcome, persist, step_timings
 from orchestrator.stream_validator import ValidatorConfig
 from orchestrator.translation import (
@@ -98,6 +101,7 @@ class StepDeps:
     indexer: IndexQueue | None = None
     translator: ChatModel | None = None  # none: the planner never routes through one
     search: WebSearch | None = None  # none: no web_search tool; a marker's search FAILS
+    runtime_memory: RuntimeMemory | None = None  # L1: none, no state in the prompt nor update
 
 
 @dataclass(frozen=True)
@@ -310,6 +314,9 @@ async def run_step(
         started, warning = await take_route(deps, started, abort)
         if warning is not None:
             yield warning
+        if deps.runtime_memory is not None:  # (before recall: the L1 fence is not its to take)
+            started = replace(started, plan=await deps.runtime_memory.into_plan(
+                started.chat, started.plan))
         started, recalled = await _recall(deps, started)
         plan = started.plan
         translated = started.translation
@@ -347,6 +354,10 @@ async def run_step(
         preview = outcome.preview if isinstance(outcome, Interrupted) else None
         yield MessageError(message_id, *told, preview=preview)
     yield MessageEnd(message_id, outcome.type, answer.usage)
+    l1 = None  # after the answer, in a task of its own: never delays message_end
+    if deps.runtime_memory is not None:
+        l1 = deps.runtime_memory.start(started.chat, None if isinstance(outcome, Complete) else
+                                       (begun.assistant_position, _reason(outcome)))
     if deps.compactor is not None and isinstance(outcome, Complete) and not compacted:
         # (One pass a step: a chat that just compacted before the brain waits for the next.)
         # After the answer, for the next step: never delays message_end.
@@ -363,8 +374,18 @@ async def run_step(
             if done is not None:
                 yield done
                 helper_ms += done.helper_ms
+    if l1 is not None and deps.runtime_memory is not None and (
+            update := await deps.runtime_memory.wait_for(l1)) is not None:
+        yield update
     yield StepEnd(begun.step_id, outcome.type,
                   step_timings(started, model_started, model_ended, answer, helper_ms))
+
+
+def _reason(outcome: Outcome) -> str:
+    """Why a turn did not finish, for its unresolved line."""
+    if isinstance(outcome, Interrupted):
+        return outcome.reason
+    return outcome.code if isinstance(outcome, Failed) else ""
 
 
 async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[str, Any]]]:

@@ -134,6 +134,8 @@ async def context(
     budget = budget_for(chat, deps.config)
     window = await deps.chats.load_window(chat, deps.config.window_read_rows, budget.total)
     plan = assemble(window, message, budget, deps.counter)
+    if deps.runtime_memory is not None:
+        plan = await deps.runtime_memory.into_plan(chat, plan)
     query = message if message is not None else _last_user_text(window)
     recall: dict[str, Any] = {"query": query, "enabled": deps.recall is not None}
     try:

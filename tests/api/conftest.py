@@ -35,6 +35,9 @@ def jin_factory(
             "embedder_url": model_url,
             "embedder_model": "fake-embedder",
             "abort_poll_seconds": 0.05,
+            # L1 runtime memory calls the helper after every turn: on where a test asks for it
+            # (tests/api/test_runtime_memory.py), so the other tests' helper scripts stay theirs.
+            "runtime_memory": False,
             **overrides,
         }
         server, thread, port = serve_in_thread(create_app(Settings(**values)))
@@ -86,6 +89,7 @@ def workers(
             "JIN_EMBEDDER_URL": model_url,
             "JIN_EMBEDDER_MODEL": "fake-embedder",
             "JIN_ABORT_POLL_SECONDS": "0.1",
+            "JIN_RUNTIME_MEMORY": "false",  # (its helper is the brain's fake: see jin_factory)
             **extra,
         })
 

@@ -93,15 +93,17 @@ async def test_without_keys_only_direct_loopback_callers_are_let_in(
 
 
 async def test_a_tenant_reaches_nothing_of_another_by_any_route(
-    jin_factory: Callable[..., str], engine: AsyncEngine, model: FakeOpenAIServer
+    jin_factory: Callable[..., str], engine: AsyncEngine, model: FakeOpenAIServer,
+    helper: FakeOpenAIServer,
 ) -> None:
     keys = KeyStore(engine)
     _, a_key = await keys.create("tenant-a")
     _, b_key = await keys.create("tenant-b")
-    base = jin_factory(auth_cache_seconds=0)
+    base = jin_factory(auth_cache_seconds=0, runtime_memory=True, l1_wait_s=10)
     async with _client(base, a_key) as a, _client(base, b_key) as b:
         chat = await new_chat(a, user_id="same-user")
         model.push(Reply(["noted"]))
+        helper.push(Reply(["locker_code: 4417"]))  # A's runtime memory
         await stream_step(a, chat, "my locker code is 4417")
         fact = await a.post("/v1/memories", json={"user_id": "same-user", "text": "code 4417"})
         assert fact.status_code == 201
@@ -116,6 +118,11 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
             ("GET", f"/v1/chats/{chat}/context", None),
             ("POST", f"/v1/chats/{chat}/abort", None),
             ("POST", f"/v1/chats/{chat}/reset", None),
+            ("GET", f"/v1/chats/{chat}/runtime-memory", None),
+            ("GET", f"/v1/chats/{chat}/runtime-memory?version=1", None),
+            ("PATCH", f"/v1/chats/{chat}/runtime-memory/locker_code", {"durable": True}),
+            ("DELETE", f"/v1/chats/{chat}/runtime-memory/locker_code", None),
+            ("DELETE", f"/v1/chats/{chat}/runtime-memory", None),
             ("DELETE", f"/v1/chats/{chat}", None),
         ]:
             response = await b.request(method, path, json=body)
@@ -135,6 +142,7 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         # The OpenAI-compatible route: A's chat id as B's chat name is a chat of B's own, and
         # nothing of A's reaches B's prompt.
         model.push(Reply(["no idea"]))
+        helper.push(Reply(["asked_about: a locker code"]))  # B's own chat's runtime memory
         oai = await b.post("/v1/chat/completions", json={
             "model": "jin", "user": "same-user",
             "messages": [{"role": "user", "content": "my locker code is 4417"}]},
@@ -149,6 +157,8 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         assert [m["content"] for m in messages] == ["my locker code is 4417", "noted"]
         facts = (await a.get("/v1/memories", params={"user_id": "same-user"})).json()["items"]
         assert [f["text"] for f in facts] == ["code 4417"]
+        l1 = (await a.get(f"/v1/chats/{chat}/runtime-memory")).json()
+        assert (l1["version"], l1["memory"]) == (1, "locker_code: 4417")
 
 
 async def test_a_key_over_its_rate_limit_is_told_when_to_come_back(
@@ -200,7 +210,9 @@ def _serve(database_url: str, model_url: str, *args: str, **env: str) -> subproc
         [sys.executable, "-m", "api.cli", "serve", *args],
         env={**os.environ, "DATABASE_URL": database_url, "JIN_BRAIN_URL": model_url,
              "JIN_HELPER_URL": model_url, "JIN_EMBEDDER_URL": model_url,
-             "JIN_EMBEDDER_MODEL": "fake-embedder", **env},
+             "JIN_EMBEDDER_MODEL": "fake-embedder",
+             "JIN_RUNTIME_MEMORY": "false",  # its helper is the brain's fake (tests/api/conftest)
+             **env},
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
 

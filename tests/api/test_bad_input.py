@@ -57,7 +57,8 @@ async def target(
     _, key = await KeyStore(engine).create("fuzz", admin=True)
     auth = {"Authorization": f"Bearer {key}"}
     base = jin_factory(brain_url=echo_url, helper_url=echo_url, embedder_url=echo_url,
-                       rate_limit_per_minute=0)  # deep runs send thousands of requests
+                       rate_limit_per_minute=0,  # deep runs send thousands of requests
+                       runtime_memory=True)  # its routes too (the echo writes `User: ...` lines)
     async with httpx.AsyncClient(base_url=base, headers=auth) as client:
         chat = (await client.post("/v1/chats", json={"user_id": "u1", "title": "t"})).json()
     return Target(base, chat["id"], auth)

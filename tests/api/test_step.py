@@ -27,7 +27,8 @@ async def test_streamed_step_emits_the_protocol_and_persists_both_messages(
     data = dict(events)
     assert data["step_start"]["chat_id"] == chat_id
     assert [s["name"] for s in data["context"]["sections"]] == [
-        "system", "head", "summary", "history", "tail", "memory", "recovery", "new_message",
+        "system", "head", "summary", "history", "tail", "memory", "runtime_memory", "recovery",
+        "new_message",
     ]
     assert data["message_end"]["status"] == "complete"
     assert data["step_end"]["status"] == "complete"
