@@ -102,11 +102,12 @@ class RuntimeMemory:
         return task
 
     async def wait_for(
-        self, task: asyncio.Task[RuntimeMemoryUpdate | None]
+        self, task: asyncio.Task[RuntimeMemoryUpdate | None], wait: float | None = None
     ) -> RuntimeMemoryUpdate | None:
-        """The update if it ends within the configured wait; else None, and it is published
-        when it ends."""
-        done, _ = await asyncio.wait({task}, timeout=self.config.wait)
+        """The update if it ends within `wait` seconds (the configured wait unless given); else
+        None, and it is published when it ends."""
+        wait = self.config.wait if wait is None else wait
+        done, _ = (await asyncio.wait({task}, timeout=wait)) if wait > 0 else (set(), set())
         if done:
             return task.result()
         task.add_done_callback(self._publish_when_done)

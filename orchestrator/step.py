@@ -116,6 +116,9 @@ class StepRequest:
     kind: Literal["user", "tool"] = "user"
     meta: dict[str, Any] = field(default_factory=dict)
     client_tools: ClientTools | None = None
+    # Whether the step's end waits (`JIN_L1_WAIT_S`) for the L1 update of its turn. An OpenAI
+    # client reads nothing of it, and would wait for its answer's end meanwhile.
+    await_memory: bool = True
     # The chat's last position the caller decided from (HistoryMoved if it is past it).
     expect_position: int | None = None
 
@@ -135,6 +138,7 @@ class Started:
     query_vector: asyncio.Task[Embedding | None] | None = None
     reread: bool = False  # the window was read for another budget than the chat's own
     client_tools: ClientTools | None = None
+    await_memory: bool = True  # (StepRequest's)
     route: Route = DIRECT
     planner_ms: float = 0.0
     translation: Translation | None = None
@@ -215,7 +219,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
     return Started(result.chat, result.begun, result.window, plan, received_at,
                    time.perf_counter(), query_vector=vector,
                    reread=budget.total != open_step.window_budget,
-                   client_tools=request.client_tools)
+                   client_tools=request.client_tools, await_memory=request.await_memory)
 
 
 def _early_vector(
@@ -374,8 +378,9 @@ async def run_step(
             if done is not None:
                 yield done
                 helper_ms += done.helper_ms
-    if l1 is not None and deps.runtime_memory is not None and (
-            update := await deps.runtime_memory.wait_for(l1)) is not None:
+    if l1 is not None and deps.runtime_memory is not None and (update := await (
+            deps.runtime_memory.wait_for(l1, wait=None if started.await_memory else 0))
+    ) is not None:
         yield update
     yield StepEnd(begun.step_id, outcome.type,
                   step_timings(started, model_started, model_ended, answer, helper_ms))

@@ -214,7 +214,7 @@ async def _store_new(
     started = await start_step(deps, StepRequest(
         tenant, chat.id, last.content, None, received_at,
         kind="tool" if last.role == "tool" else "user", meta=last.meta(), client_tools=tools,
-        expect_position=position))
+        await_memory=False, expect_position=position))
     assert isinstance(started, Started)  # (no idempotency key: never a replay)
     return history, started
 

@@ -390,3 +390,31 @@ async def test_langchain_openai_works_unchanged(jin_oai: Jin, model: FakeOpenAIS
     rows = await _rows(jin_oai, chats[0]["id"])
     assert [c for _, c in rows] == ["I am Ann.", "Hi, Ann.", "What is my name?",
                                     "Your name is Ann."]
+
+
+async def test_an_answer_does_not_wait_for_the_turns_memory_update(
+    jin_factory: Callable[..., str], engine: AsyncEngine, model: FakeOpenAIServer,
+    helper: FakeOpenAIServer,
+) -> None:
+    # The native step's end waits up to JIN_L1_WAIT_S for the L1 update; an OpenAI client reads
+    # nothing of it, so its answer comes without that wait, and the update still lands.
+    _, key = await KeyStore(engine).create("acme")
+    base = jin_factory(runtime_memory=True, l1_wait_s=30.0)
+    sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=30)
+    async with sdk, httpx.AsyncClient(
+        base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30
+    ) as http:
+        model.push(Reply(["Noted."]))
+        helper.push(Reply(["user_city: Oslo"], delay=6.0))
+        started = asyncio.get_running_loop().time()
+        raw = await sdk.chat.completions.with_raw_response.create(
+            model="jin", messages=[{"role": "user", "content": "I live in Oslo"}])
+        assert asyncio.get_running_loop().time() - started < 5.0  # not the helper's 6 s
+        assert raw.parse().choices[0].message.content == "Noted."
+        chat_id = raw.headers["x-jin-chat-id"]
+        for _ in range(200):
+            state = (await http.get(f"/v1/chats/{chat_id}/runtime-memory")).json()
+            if state["version"] == 1:
+                break
+            await asyncio.sleep(0.05)
+        assert "user_city: Oslo" in state["memory"]
