@@ -137,6 +137,27 @@ class RuntimeMemoryUpdate:
 
 
 @dataclass(frozen=True)
+class RuntimeLog:
+    """A line of the runtime's log for whoever watches the step (JIN's `log`): what the runtime
+    decided, under a tag naming the part that decided it (`[PLANNER]`, `[RECALL]`)."""
+
+    tag: str
+    message: str
+    type: Literal["log"] = "log"
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """Each node of the step's route, with its time and the tokens its server counted, and the
+    step's own time: step_end's timings, per node, for a watcher to draw."""
+
+    nodes: list[dict[str, Any]]
+    total_ms: float
+    overhead_ms: float
+    type: Literal["telemetry"] = "telemetry"
+
+
+@dataclass(frozen=True)
 class StepEnd:
     step_id: uuid.UUID
     status: str
@@ -147,7 +168,7 @@ class StepEnd:
 StepEvent = (
     StepStart | ContextInfo | MessageStart | ThinkingChunk | MessageChunk | MessageEnd
     | MessageError | RuntimeAction | ClientToolCalls | CompactionDone | StepWarning
-    | RuntimeMemoryUpdate | StepEnd
+    | RuntimeMemoryUpdate | StepEnd | RuntimeLog | Telemetry
 )
 
 

@@ -15,7 +15,7 @@ from chat.ports import FinishedStep, StepStore, StoreUnavailable
 from llm.errors import LLMError
 from llm.ports import TokenCounter
 from orchestrator.answer import Answer
-from orchestrator.events import event_payload
+from orchestrator.events import Telemetry, event_payload
 from orchestrator.outcome import Failed, Interrupted, Outcome, error_of
 from orchestrator.translation import Translated
 
@@ -79,6 +79,26 @@ def _tokens(node: str, usage: dict[str, Any] | None) -> dict[str, float]:
     return {f"{node}_{side}_tokens": usage[key]
             for side, key in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"))
             if isinstance(usage.get(key), int | float)}
+
+
+# Beside the route's nodes, what else took the step's time, each under its timings name.
+_OTHER_NODES = ("actions", "embed", "recall", "helper")
+
+
+def telemetry(timings: dict[str, float], route: tuple[str, ...]) -> Telemetry:
+    """step_timings' figures per node: the route's nodes in their order, then the runtime
+    actions, the embedder, recall and the helper where they took time."""
+    nodes = []
+    for node in (*route, *_OTHER_NODES):
+        ms = timings.get(f"{node}_ms")
+        if ms is None or (node in _OTHER_NODES and not ms):
+            continue
+        entry: dict[str, Any] = {"node": node, "ms": ms}
+        for side in ("prompt", "completion"):
+            if (tokens := timings.get(f"{node}_{side}_tokens")) is not None:
+                entry[f"{side}_tokens"] = tokens
+        nodes.append(entry)
+    return Telemetry(nodes, timings["total_ms"], timings["overhead_ms"])
 
 
 def log_outcome(step_id: uuid.UUID, outcome: Outcome, error: BaseException | None) -> None:

@@ -39,6 +39,7 @@ from orchestrator.events import (
     MessageEnd,
     MessageError,
     MessageStart,
+    RuntimeLog,
     StepEnd,
     StepEvent,
     StepStart,
@@ -55,7 +56,7 @@ from orchestrator.outcome import (
 )
 from orchestrator.route import DIRECT, Route, RouteConfig
 from orchestrator.runtime_memory import RuntimeMemory
-from orchestrator.saving import log_outcome, persist, step_timings
+from orchestrator.saving import log_outcome, persist, step_timings, telemetry
 from orchestrator.stream_validator import ValidatorConfig
 from orchestrator.translation import (
     Translated,
@@ -324,6 +325,8 @@ async def run_step(
         started, recalled = await _recall(deps, started)
         plan = started.plan
         translated = started.translation
+        yield RuntimeLog("[PLANNER]", "route: " + " -> ".join(started.route.nodes))
+        yield RuntimeLog("[RECALL]", _recall_line(recalled, plan.section_tokens()))
         yield ContextInfo(plan.section_tokens(), plan.budget.total, plan.total_tokens, recalled,
                           list(started.route.nodes),
                           translated.to_json() if isinstance(translated, Translated) else None)
@@ -382,8 +385,16 @@ async def run_step(
             deps.runtime_memory.wait_for(l1, wait=None if started.await_memory else 0))
     ) is not None:
         yield update
-    yield StepEnd(begun.step_id, outcome.type,
-                  step_timings(started, model_started, model_ended, answer, helper_ms))
+    timings = step_timings(started, model_started, model_ended, answer, helper_ms)
+    yield telemetry(timings, started.route.nodes)
+    yield StepEnd(begun.step_id, outcome.type, timings)
+
+
+def _recall_line(recalled: list[dict[str, Any]], sections: list[dict[str, Any]]) -> str:
+    """What recall put in the memory fence, for the runtime's log."""
+    tokens = sum(s.get("tokens", 0) for s in sections if s.get("name") == "memory")
+    return (f"{len(recalled)} item{'' if len(recalled) == 1 else 's'} recalled, "
+            f"{tokens} tokens in the memory fence" if recalled else "nothing recalled")
 
 
 def _reason(outcome: Outcome) -> str:

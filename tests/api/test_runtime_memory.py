@@ -66,7 +66,7 @@ async def test_each_turn_rewrites_the_state_which_the_next_prompt_reads(
     chat = await new_chat(client)
     events = await turn(client, model, helper, chat, "I'm Ann, planning a trip to Rome",
                         "Nice, Rome!", "!user_name: Ann\ncurrent_task: plan a trip to Rome")
-    assert names(events)[-3:] == ["message_end", "runtime_memory_update", "step_end"]
+    assert names(events)[-4:] == ["message_end", "runtime_memory_update", "telemetry", "step_end"]
     update = dict(events)["runtime_memory_update"]
     assert update["version"] == 1
     assert update["memory"] == "!user_name: Ann\ncurrent_task: plan a trip to Rome"
@@ -243,7 +243,7 @@ async def test_an_update_longer_than_the_wait_still_lands_and_the_next_context_s
         model.push(Reply(["Noted."]))
         helper.push(Reply(["user_city: Quito"], delay=1.0))
         events = await stream_step(client, chat, "I live in Quito")
-        assert names(events)[-2:] == ["message_end", "step_end"]  # it did not wait
+        assert names(events)[-3:] == ["message_end", "telemetry", "step_end"]  # it did not wait
         for _ in range(100):
             if (await state(client, chat))["version"] == 1:
                 break

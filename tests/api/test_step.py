@@ -21,10 +21,17 @@ async def test_streamed_step_emits_the_protocol_and_persists_both_messages(
 
     names = [name for name, _ in events]
     assert names == [
-        "step_start", "context", "message_start",
-        "message_chunk", "message_chunk", "message_chunk", "message_end", "step_end",
+        "step_start", "log", "log", "context", "message_start",
+        "message_chunk", "message_chunk", "message_chunk", "message_end", "telemetry", "step_end",
     ]
     data = dict(events)
+    # The runtime's log says what it decided; telemetry gives each node's time and tokens.
+    assert [(d["tag"], d["message"]) for n, d in events if n == "log"] == [
+        ("[PLANNER]", "route: planner -> brain -> validator"), ("[RECALL]", "nothing recalled")]
+    nodes = data["telemetry"]["nodes"]
+    assert [n["node"] for n in nodes][:3] == ["planner", "brain", "validator"]
+    assert all(n["ms"] >= 0 for n in nodes)
+    assert data["telemetry"]["total_ms"] == data["step_end"]["timings"]["total_ms"]
     assert data["step_start"]["chat_id"] == chat_id
     assert [s["name"] for s in data["context"]["sections"]] == [
         "system", "head", "summary", "history", "tail", "memory", "runtime_memory", "recovery",

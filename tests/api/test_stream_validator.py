@@ -44,7 +44,8 @@ async def test_a_word_loop_stops_the_answer_and_the_next_prompt_carries_a_note(
 
     events = await stream_step(client, chat_id, "say yes")
 
-    assert [n for n, _ in events][-3:] == ["message_error", "message_end", "step_end"]
+    assert [n for n, _ in events][-4:] == ["message_error", "message_end", "telemetry",
+                                           "step_end"]
     error = the(events, "message_error")
     assert error["code"] == "loop_detected"
     assert "word_loop" in error["text"]

@@ -16,8 +16,8 @@ from llm.testing import FakeOpenAIServer, Reply
 from tests.api.sse_client import history, new_chat, stream_step
 from tests.api.ws_client import following, frame, frames_until, refusal, socket_url, text_of
 
-STEP = ["step_start", "context", "message_start", "message_chunk", "message_chunk",
-        "message_end", "step_end"]
+STEP = ["step_start", "log", "log", "context", "message_start", "message_chunk", "message_chunk",
+        "message_end", "telemetry", "step_end"]
 
 
 async def test_a_step_sent_on_one_socket_streams_to_every_socket_following_the_chat(
@@ -30,7 +30,7 @@ async def test_a_step_sent_on_one_socket_streams_to_every_socket_following_the_c
         seen = [await frames_until(ws, "step_end") for ws in (mine, other)]
     assert seen[0] == seen[1]  # the same events, in the same order, for both
     kinds = [f["type"] for f in seen[0]]
-    assert kinds == ["step_start", "context", "message_start", "thinking_chunk", *STEP[3:]]
+    assert kinds == [*STEP[:5], "thinking_chunk", *STEP[5:]]
     assert text_of(seen[0]) == "Paris it is."
     assert seen[0][0]["chat_id"] == chat and seen[0][-1]["status"] == "complete"
     rows = await history(client, chat)

@@ -89,6 +89,6 @@ async def test_an_embedder_that_fails_leaves_the_step_answered_without_memory(
     embedder = WatchedEmbedder(minilm, fail=True)
     events = await _step(engine, embedder, ScriptedModel(
         [ContentDelta("By the door."), Finish("stop")]))
-    assert [e.type for e in events][-2:] == ["message_end", "step_end"]
+    assert [e.type for e in events][-3:] == ["message_end", "telemetry", "step_end"]
     assert events[-1].status == "complete" and embedder.queries == 1
     assert not any(e.type == "message_error" for e in events)
