@@ -42,7 +42,7 @@ from llm.openai import OpenAIChatModel, context_window_of
 from llm.provider import Provider
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
-from memory.indexer import Indexer, IndexerConfig
+from memory.indexer import Indexer
 from memory.recall_store import PostgresRecall
 from memory.store import FactConfig, PostgresFactStore
 from migrations.embedding_dim import current_dim
@@ -207,10 +207,7 @@ async def _memory(
     recall = PostgresRecall(db, queries, counter.count, recall_config,
                             embedder_name=provider.model,
                             ann_from=settings.recall_ann_from) if recall_config.enabled else None
-    indexer = Indexer(db, embedder, provider.model,
-                      IndexerConfig(batch_size=settings.indexer_batch_size,
-                                    claim_seconds=settings.indexer_claim_seconds,
-                                    ann_from=settings.recall_ann_from))
+    indexer = Indexer(db, embedder, provider.model, settings.indexer_config())
     log.info("memory: embedder %s (%d dims), recall %s", provider.model, embedder.dim,
              recall_config.mode if recall else "off")
     return _Memory(provider, facts, recall, indexer, None)
@@ -322,7 +319,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
                        "embedder": memory.provider},
             probe=RoleProbe(servers),
             metrics=meter, memory_problem=memory.problem,
-            transcripts=PostgresTranscripts(engine),
+            transcripts=PostgresTranscripts(engine), indexer=memory.indexer,
         )
         app.state.runtime = runtime
         # What startup built (tokenizer tables, routes, models, pools) lives as long as the

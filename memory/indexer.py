@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,8 @@ _WAITS_FOR_ITS_STEP = """(
 _CLAIMABLE = f"""q.parked_at IS NULL
       AND (q.claimed_until IS NULL OR q.claimed_until < now())
       AND NOT {_WAITS_FOR_ITS_STEP}"""
+# Live messages are priority 0; imports' and `jin reindex`'s backfill 1.
+LIVE, BACKFILL = 0, 1
 _CLAIMED = """
 UPDATE recall_queue q SET claimed_until = now() + make_interval(secs => :ttl)
 FROM c JOIN messages m ON m.id = c.message_id
@@ -58,7 +61,7 @@ RETURNING m.id, m.content, q.attempts, q.embedding, q.embedder"""
 _CLAIM = text(f"""
 WITH c AS (
     SELECT q.message_id FROM recall_queue q
-    WHERE {_CLAIMABLE}
+    WHERE {_CLAIMABLE} AND q.priority <= :priority
     ORDER BY q.priority, q.enqueued_at LIMIT :n
     FOR UPDATE OF q SKIP LOCKED
 ){_CLAIMED}""")
@@ -134,6 +137,9 @@ class IndexerConfig:
     # moments share one claim, one embedding call and one write instead of one each.
     gather_seconds: float = 0.2
     ann_from: int = ANN_FROM  # a user's vectors go into the HNSW indexes from this many on
+    # A serving worker's indexer takes backfill (imports, `jin reindex`) only after this long
+    # without a step of its own: embedding a batch of them takes the cores its steps need.
+    backfill_after_quiet: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -157,6 +163,18 @@ class Indexer:
         self.embedder_name = embedder_name
         self.config = config or IndexerConfig()
         self._wake = asyncio.Event()
+        # One embedding call at a time: backfill()'s drains take turns at the embedder, each
+        # claiming and writing while the other embeds.
+        self._embedding = asyncio.Lock()
+        self._last_step = -float("inf")
+
+    def step_seen(self) -> None:
+        """A step ran on this worker just now: backfill waits until steps are quiet again."""
+        self._last_step = asyncio.get_running_loop().time()
+
+    def _quiet(self) -> bool:
+        since = asyncio.get_running_loop().time() - self._last_step
+        return since >= self.config.backfill_after_quiet
 
     def wake(self) -> None:
         """New messages were enqueued: drain now rather than at the next idle tick."""
@@ -177,15 +195,16 @@ class Indexer:
         return (await self.drain(chat_id)).indexed
 
     async def drain(
-        self, chat_id: uuid.UUID | None = None, through: int = EVERY_POSITION
+        self, chat_id: uuid.UUID | None = None, through: int = EVERY_POSITION,
+        priority: int = BACKFILL,
     ) -> Drained:
-        """Claim one batch (of one chat, up to a position, or any) and index it. Raises LLMError
-        when the embedder failed without blaming an input; the batch is back in the queue
-        then."""
+        """Claim one batch (of one chat, up to a position, or any up to a `priority`) and index
+        it. Raises LLMError when the embedder failed without blaming an input; the batch is
+        back in the queue then."""
         async with connect(self._db) as conn:
             rows = await fetch(conn, _CLAIM if chat_id is None else _CLAIM_CHAT, {
                 "chat": chat_id, "through": through, "n": self.config.batch_size,
-                "ttl": self.config.claim_seconds,
+                "ttl": self.config.claim_seconds, "priority": priority,
             })
         if not rows:
             return Drained(0, 0)
@@ -210,7 +229,8 @@ class Indexer:
         alone = {row["id"]: row["content"][:MAX_CHARS] for row in embed if row["attempts"]}
         if fresh:
             try:
-                vectors = await self._embedder.embed(list(fresh.values()))
+                async with self._embedding:
+                    vectors = await self._embedder.embed(list(fresh.values()))
             except LLMError as exc:
                 if not rejects_input(exc):
                     raise
@@ -220,7 +240,8 @@ class Indexer:
                 indexed += len(fresh)
         for message_id, content in alone.items():
             try:
-                vectors = await self._embedder.embed([content])
+                async with self._embedding:
+                    vectors = await self._embedder.embed([content])
             except LLMError as exc:
                 if not rejects_input(exc):
                     raise
@@ -293,12 +314,33 @@ class Indexer:
                 return False
             await asyncio.sleep(min(self.config.poll_seconds, deadline - loop.time()))
 
+    async def backfill(self, progress: Callable[[int], None] | None = None) -> int:
+        """Drain the whole queue now, at the embedder's pace (`jin import`, `jin reindex`): two
+        drains take turns at the embedder, so a batch's claim and write (Postgres's work, on
+        another core) overlap the next batch's embedding. Returns how many were indexed; ends
+        when nothing claimable is left (parked rows, rows other workers hold). Raises LLMError
+        as drain() does."""
+        indexed = 0
+
+        async def drain_all() -> None:
+            nonlocal indexed
+            while (batch := await self.drain()).claimed:
+                indexed += batch.indexed
+                if progress is not None:
+                    progress(batch.indexed)
+
+        async with asyncio.TaskGroup() as group:
+            for _ in range(2):
+                group.create_task(drain_all())
+        return indexed
+
     async def run(self) -> None:
-        """Drain forever; woken by `wake()`, else every idle tick. Provider failures back off."""
+        """Drain forever; woken by `wake()`, else every idle tick. Provider failures back off.
+        Backfill only while this worker's steps are quiet (step_seen)."""
         backoff = 0.0
         while True:
             try:
-                batch = await self.drain()
+                batch = await self.drain(priority=BACKFILL if self._quiet() else LIVE)
                 backoff = 0.0
             except LLMError as exc:
                 backoff = min(max(backoff * 2, 1.0), self.config.max_backoff)
