@@ -18,8 +18,10 @@ length, in one run, side by side:
 Then the step overhead (bench/step_overhead.py's measure: the worker's Server-Timing less the
 model's time) of sequential steps on a real `jin serve` worker, fake models, memory on: idle,
 then while a `jin import` process (its defaults: every core, JIN_IMPORT_NICE) imports and
-indexes `--during` short messages of another user. The worker's own indexer is told to leave
-backfill alone (its fake embedder must not index the import).
+indexes `--during` short messages of another user, stopped (SIGSTOP) and let go in turn every
+`--window` seconds, so that steps with and without the import meet the machine alike. The
+worker's own indexer is told to leave backfill alone (its fake embedder must not index the
+import).
 Prints figures; never passes or fails on time.
 """
 
@@ -31,6 +33,7 @@ import io
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -142,15 +145,35 @@ def side_by_side(args: argparse.Namespace, admin_url: str) -> None:
                   f"{path['total']:>11.0f}", flush=True)
 
 
-async def overheads(jin_url: str, chat_id: str, steps: int, until=None) -> list[float]:
-    """Step overhead (ms) of sequential steps: `steps` of them, or while `until()` is false."""
-    out: list[float] = []
+async def overheads(jin_url: str, chat_id: str, steps: int) -> list[float]:
+    """Step overhead (ms) of `steps` sequential steps."""
     async with client_session(jin_url) as client:
-        i = 0
-        while (len(out) < steps) if until is None else not until():
-            out.append((await step(client, chat_id, i))[0])
-            i += 1
-    return out
+        return [(await step(client, chat_id, i))[0] for i in range(steps)]
+
+
+async def alternating(
+    jin_url: str, chat_id: str, proc: subprocess.Popen[bytes], window: float
+) -> tuple[list[float], list[float]]:
+    """Step overheads (ms) while the import runs and while it is stopped (SIGSTOP), in
+    alternating windows until it ends: both see the machine at the same moments (its pace and
+    the other loads on it drift within minutes). The first 0.3 s of a window is not counted:
+    a statement the import sent goes on in Postgres after the import stops."""
+    running: list[float] = []
+    stopped: list[float] = []
+    async with client_session(jin_url) as client:
+        i, paused = 0, False
+        while proc.poll() is None:
+            proc.send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
+            into = stopped if paused else running
+            start = time.perf_counter()
+            while time.perf_counter() - start < window and proc.poll() is None:
+                overhead = (await step(client, chat_id, i))[0]
+                i += 1
+                if time.perf_counter() - start > 0.3:
+                    into.append(overhead)
+            paused = not paused
+        proc.send_signal(signal.SIGCONT)
+    return running, stopped
 
 
 async def new_chat(jin_url: str) -> str:
@@ -177,17 +200,20 @@ def during_import(args: argparse.Namespace, db_url: str) -> None:
                                  "--user", "importer"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL)
         time.sleep(3)  # past its start (model load, migrations check), into its indexing
-        busy = asyncio.run(overheads(jin_url, chat_id, 0, until=lambda: proc.poll() is not None))
-        proc.wait()
+        running, stopped = asyncio.run(alternating(jin_url, chat_id, proc, args.window))
+        out, _ = proc.communicate()
         elapsed = time.perf_counter() - started
-        report = json.loads(proc.stdout.read() if proc.stdout else b"{}")
-    p50_idle, p50_busy = statistics.median(idle), statistics.median(busy)
-    print(f"\nstep overhead, sequential steps on one worker: idle p50 {p50_idle:.2f} ms "
-          f"({len(idle)} steps); during `jin import` of {args.during} messages p50 "
-          f"{p50_busy:.2f} ms ({len(busy)} steps) = {p50_busy / p50_idle:.2f}x idle")
+        report = json.loads(out or b"{}")
+    p50_idle = statistics.median(idle)
+    p50_run, p50_stop = statistics.median(running), statistics.median(stopped)
+    print(f"\nstep overhead p50, sequential steps on one worker: before the import "
+          f"{p50_idle:.2f} ms ({len(idle)} steps); during `jin import` of {args.during} "
+          f"messages, in alternating {args.window:.0f} s windows: import running {p50_run:.2f} ms "
+          f"({len(running)} steps), import stopped {p50_stop:.2f} ms ({len(stopped)} steps): "
+          f"{p50_run / p50_stop:.2f}x the stopped windows, {p50_run / p50_idle:.2f}x before")
     print(f"the import meanwhile: {report.get('messages_written')} written, "
-          f"{report.get('indexed')} indexed in {elapsed:.1f} s "
-          f"({args.during / elapsed:.0f} messages/s, process start included)")
+          f"{report.get('indexed')} indexed in {elapsed:.1f} s, stopped half of it "
+          f"(process start included)")
 
 
 def main() -> None:
@@ -197,8 +223,10 @@ def main() -> None:
     parser.add_argument("--threads", type=lambda s: [int(t) for t in s.split(",")],
                         default=[1, 2], help="embedding thread counts, a comma list")
     parser.add_argument("--steps", type=int, default=200, help="idle steps measured")
-    parser.add_argument("--during", type=int, default=6000,
+    parser.add_argument("--during", type=int, default=3000,
                         help="messages imported while steps are measured")
+    parser.add_argument("--window", type=float, default=2.0,
+                        help="seconds the import runs, then is stopped, in turn")
     args = parser.parse_args()
     with ExitStack() as stack:
         db_url = database(stack)
