@@ -162,11 +162,16 @@ def _import(args: argparse.Namespace) -> int:
     if not path.is_file():
         print(f"jin import: no such file: {path}", file=sys.stderr)
         return 2
+    try:
+        content = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        print(f"jin import: {path} is not UTF-8 text", file=sys.stderr)
+        return 2
     lower_priority(settings.import_nice)
     with _migrated(settings) as url:
         report = asyncio.run(run_import(
-            settings, url, path.read_text(encoding="utf-8"), str(path), user=args.user,
-            tenant=args.tenant, fmt=args.format, index=not args.no_index))
+            settings, url, content, str(path), user=args.user, tenant=args.tenant,
+            fmt=args.format, index=not args.no_index))
     print(json.dumps(report.to_json(), indent=2))
     return 1 if report.bad_lines else 0
 

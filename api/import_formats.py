@@ -181,6 +181,8 @@ def _export_conversation(value: Any, line: int, now: datetime) -> ImportedConver
         last = _time(message.get("create_time"), last)
         turns.append(ImportedTurn(str(message.get("id") or node.get("id")),
                                   role, content, last))
+    if not turns:
+        raise ValueError("no message with text")
     title = str(value.get("title") or "") or _title(turns)
     return ImportedConversation(f"chatgpt:{conversation_id}", title, started, tuple(turns),
                                 line)
