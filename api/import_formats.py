@@ -74,6 +74,11 @@ def parse(text: str, fmt: Format, now: datetime) -> Iterator[Parsed]:
     return _openai(text, now)
 
 
+def jin_session_id(conversation_id: str, session_id: str) -> str:
+    """A jin JSONL session's external id (`jin bench recall` writes its sessions by it too)."""
+    return f"jin:{conversation_id}/{session_id}"
+
+
 def _jin(text: str) -> Iterator[Parsed]:
     sessions: dict[tuple[str, str], list[ImportedTurn]] = {}
     starts: dict[tuple[str, str], int] = {}
@@ -101,7 +106,7 @@ def _jin(text: str) -> Iterator[Parsed]:
             turn.turn_id, turn.role, turn.content, turn.created_at))
     for (conversation, session), turns in sessions.items():
         yield ImportedConversation(
-            external_id=f"jin:{conversation}/{session}", title=session,
+            external_id=jin_session_id(conversation, session), title=session,
             created_at=min(t.created_at for t in turns), turns=tuple(turns),
             line=starts[(conversation, session)])
 

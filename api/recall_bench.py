@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 
+from api.import_formats import jin_session_id
 from chat.importer import ImportedConversation, ImportedTurn, write_conversation
 from chat.ports import ChatStore
 from llm.ports import TokenCounter
@@ -28,7 +29,7 @@ def ingest_as_chats(chats: ChatStore, counter: TokenCounter) -> Ingest:
                 written = await write_conversation(chats, counter, tenant,
                                                    conversation.conversation_id,
                                                    ImportedConversation(
-                    external_id=f"jin:{conversation.conversation_id}/{session.session_id}",
+                    external_id=jin_session_id(conversation.conversation_id, session.session_id),
                     title=session.session_id, created_at=min(t.created_at for t in turns),
                     turns=turns))
                 turn_of.update(written.messages)
