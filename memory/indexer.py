@@ -4,7 +4,9 @@ A step enqueues its messages in the statements that write them, so nothing is mi
 worker dies. Any worker's indexer claims a batch for a while (`claimed_until`, so a batch that a
 dead worker claimed goes back to the queue), live messages before backfill (`priority`), embeds
 it with one model call outside any transaction, then writes the vectors and full text and
-dequeues, in one statement.
+dequeues, in one statement. Backfill (imported history, `jin reindex`) waits behind live
+messages, and a serving worker takes it only while its own steps are quiet; `jin import` drains
+it with `backfill()`, which keeps the embedder busy while Postgres writes.
 
 A message the embedder rejects (an HTTP 4xx about the input, an answer that is not vectors) must
 not stop the queue: when a batch is rejected, its messages are embedded one by one; one that is
@@ -329,9 +331,12 @@ class Indexer:
                 if progress is not None:
                     progress(batch.indexed)
 
-        async with asyncio.TaskGroup() as group:
-            for _ in range(2):
-                group.create_task(drain_all())
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(2):
+                    group.create_task(drain_all())
+        except ExceptionGroup as failed:  # the first failure, as drain() raised it
+            raise failed.exceptions[0] from None
         return indexed
 
     async def run(self) -> None:
