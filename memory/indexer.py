@@ -165,9 +165,6 @@ class Indexer:
         self.embedder_name = embedder_name
         self.config = config or IndexerConfig()
         self._wake = asyncio.Event()
-        # One embedding call at a time: backfill()'s drains take turns at the embedder, each
-        # claiming and writing while the other embeds.
-        self._embedding = asyncio.Lock()
         self._last_step = -float("inf")
 
     def step_seen(self) -> None:
@@ -203,55 +200,59 @@ class Indexer:
         """Claim one batch (of one chat, up to a position, or any up to a `priority`) and index
         it. Raises LLMError when the embedder failed without blaming an input; the batch is
         back in the queue then."""
-        async with connect(self._db) as conn:
-            rows = await fetch(conn, _CLAIM if chat_id is None else _CLAIM_CHAT, {
-                "chat": chat_id, "through": through, "n": self.config.batch_size,
-                "ttl": self.config.claim_seconds, "priority": priority,
-            })
+        rows = await self._claim(chat_id, through, priority)
         if not rows:
             return Drained(0, 0)
         try:
-            return await self._index(rows)
+            ids, vectors, parked = await self._embedded(rows)
+            await self._write(ids, vectors)
         except BaseException:  # failed or cancelled: what is left of the batch goes back now
             await asyncio.shield(self._unclaim([row["id"] for row in rows]))
             raise
+        return Drained(len(rows), len(ids), parked)
 
-    async def _index(self, rows: list[Any]) -> Drained:
-        # Vectors the steps left (their recall embedded these texts already), if this embedder's.
-        kept: list[Any] = []
+    async def _claim(self, chat_id: uuid.UUID | None, through: int, priority: int) -> list[Any]:
+        async with connect(self._db) as conn:
+            return await fetch(conn, _CLAIM if chat_id is None else _CLAIM_CHAT, {
+                "chat": chat_id, "through": through, "n": self.config.batch_size,
+                "ttl": self.config.claim_seconds, "priority": priority,
+            })
+
+    async def _embedded(self, rows: list[Any]) -> tuple[list[uuid.UUID], list[Embedding], int]:
+        """The claimed rows' vectors: (ids, vectors, how many this parked)."""
+        ids: list[uuid.UUID] = []
+        vectors: list[Embedding] = []
         embed: list[Any] = []
+        # Vectors the steps left (their recall embedded these texts already), if this embedder's.
         for row in rows:
-            (kept if self._usable(row) else embed).append(row)
-        indexed = parked = 0
-        if kept:
-            await self._write([row["id"] for row in kept], [row["embedding"] for row in kept])
-            indexed += len(kept)
+            if self._usable(row):
+                ids.append(row["id"])
+                vectors.append(row["embedding"])
+            else:
+                embed.append(row)
+        parked = 0
         fresh = {row["id"]: row["content"][:MAX_CHARS] for row in embed if not row["attempts"]}
         # Rejected before: alone, so a poisoned message costs one failed call, not its batch's.
         alone = {row["id"]: row["content"][:MAX_CHARS] for row in embed if row["attempts"]}
         if fresh:
             try:
-                async with self._embedding:
-                    vectors = await self._embedder.embed(list(fresh.values()))
+                vectors += await self._embedder.embed(list(fresh.values()))
             except LLMError as exc:
                 if not rejects_input(exc):
                     raise
                 alone = fresh | alone  # which input was it? each is tried alone
             else:
-                await self._write(list(fresh), vectors)
-                indexed += len(fresh)
+                ids += fresh
         for message_id, content in alone.items():
             try:
-                async with self._embedding:
-                    vectors = await self._embedder.embed([content])
+                vectors += await self._embedder.embed([content])
             except LLMError as exc:
                 if not rejects_input(exc):
                     raise
                 parked += await self._blame(message_id, exc)
                 continue
-            await self._write([message_id], vectors)
-            indexed += 1
-        return Drained(len(rows), indexed, parked)
+            ids.append(message_id)
+        return ids, vectors, parked
 
     def _usable(self, row: Any) -> bool:
         vector = row["embedding"]
@@ -263,6 +264,8 @@ class Indexer:
             return False
 
     async def _write(self, ids: list[uuid.UUID], vectors: list[Embedding]) -> None:
+        if not ids:
+            return
         async with connect(self._db) as conn:
             written = await fetch(conn, _WRITE, {
                 "ids": ids, "embedder": self.embedder_name,
@@ -317,27 +320,39 @@ class Indexer:
             await asyncio.sleep(min(self.config.poll_seconds, deadline - loop.time()))
 
     async def backfill(self, progress: Callable[[int], None] | None = None) -> int:
-        """Drain the whole queue now, at the embedder's pace (`jin import`, `jin reindex`): two
-        drains take turns at the embedder, so a batch's claim and write (Postgres's work, on
-        another core) overlap the next batch's embedding. Returns how many were indexed; ends
-        when nothing claimable is left (parked rows, rows other workers hold). Raises LLMError
-        as drain() does."""
+        """Drain the whole queue now, at the embedder's pace (`jin import`, `jin reindex`): a
+        batch's vectors are written (Postgres's work, on another core) while the next batch is
+        claimed and embedded. Returns how many were indexed; ends when nothing claimable is
+        left (parked rows, rows other workers hold). Raises LLMError as drain() does."""
         indexed = 0
+        writing: asyncio.Task[int] | None = None
 
-        async def drain_all() -> None:
-            nonlocal indexed
-            while (batch := await self.drain()).claimed:
-                indexed += batch.indexed
+        async def written() -> None:
+            nonlocal indexed, writing
+            if writing is not None:
+                done, writing = await writing, None
+                indexed += done
                 if progress is not None:
-                    progress(batch.indexed)
+                    progress(done)
 
         try:
-            async with asyncio.TaskGroup() as group:
-                for _ in range(2):
-                    group.create_task(drain_all())
-        except ExceptionGroup as failed:  # the first failure, as drain() raised it
-            raise failed.exceptions[0] from None
+            while rows := await self._claim(None, EVERY_POSITION, BACKFILL):
+                try:
+                    ids, vectors, _ = await self._embedded(rows)
+                except BaseException:  # as in drain(): the batch goes back now
+                    await asyncio.shield(self._unclaim([row["id"] for row in rows]))
+                    raise
+                await written()  # one write in flight: the next waits for it
+                writing = asyncio.create_task(self._write_counted(ids, vectors))
+            await written()
+        finally:
+            if writing is not None:  # stopped: the batch being written is written all the same
+                await asyncio.gather(asyncio.shield(writing), return_exceptions=True)
         return indexed
+
+    async def _write_counted(self, ids: list[uuid.UUID], vectors: list[Embedding]) -> int:
+        await self._write(ids, vectors)
+        return len(ids)
 
     async def run(self) -> None:
         """Drain forever; woken by `wake()`, else every idle tick. Provider failures back off.

@@ -260,3 +260,19 @@ async def test_a_serving_indexer_leaves_imported_history_until_its_steps_are_qui
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_backfill_indexes_every_queued_message_once_batch_after_batch(
+    engine: AsyncEngine, minilm: OnnxMiniLM,
+) -> None:
+    await _import(engine, jin_file())
+    await _import(engine, openai_file())  # 8 messages queued
+    shown: list[int] = []
+    indexer = Indexer(engine, minilm, "minilm", IndexerConfig(batch_size=3))
+    assert await indexer.backfill(shown.append) == 8
+    assert shown == [3, 3, 2] and await indexer.pending() == 0
+    async with engine.connect() as conn:
+        vectors = (await conn.execute(text(
+            "SELECT count(*) FROM message_embeddings WHERE embedder = 'minilm' "
+            "AND embedding IS NOT NULL"))).scalar_one()
+    assert vectors == 8
