@@ -142,9 +142,9 @@ def side_by_side(args: argparse.Namespace, admin_url: str) -> None:
             before = embedder_alone(contents, threads)
             path = import_path(admin_url, contents, threads)
             alone = (before + embedder_alone(contents, threads)) / 2
-            print(f"{threads:>7} {kind:>6} {n:>5} | {alone:>14.0f} | {path['write']:>13.0f} | "
-                  f"{path['index']:>8.0f} ({path['index'] / alone:4.0%}) | "
-                  f"{path['total']:>11.0f}", flush=True)
+            print(f"{threads:>7} {kind:>6} {n:>5} | {alone:>14.1f} | {path['write']:>13.0f} | "
+                  f"{path['index']:>8.1f} ({path['index'] / alone:4.0%}) | "
+                  f"{path['total']:>11.1f}", flush=True)
 
 
 async def overheads(jin_url: str, chat_id: str, steps: int) -> list[float]:
@@ -207,13 +207,15 @@ def during_import(args: argparse.Namespace, db_url: str) -> None:
         out, _ = proc.communicate()
         elapsed = time.perf_counter() - started
         report = json.loads(out or b"{}")
+        after = asyncio.run(overheads(jin_url, chat_id, args.steps))  # the chat as long now
     p50_idle = statistics.median(idle)
     p50_run, p50_stop = statistics.median(running), statistics.median(stopped)
     print(f"\nstep overhead p50, sequential steps on one worker: before the import "
           f"{p50_idle:.2f} ms ({len(idle)} steps); during `jin import` of {args.during} "
           f"messages, in alternating {args.window:.0f} s windows: import running {p50_run:.2f} ms "
           f"({len(running)} steps), import stopped {p50_stop:.2f} ms ({len(stopped)} steps): "
-          f"{p50_run / p50_stop:.2f}x the stopped windows, {p50_run / p50_idle:.2f}x before")
+          f"{p50_run / p50_stop:.2f}x the stopped windows, {p50_run / p50_idle:.2f}x before; "
+          f"after the import {statistics.median(after):.2f} ms ({len(after)} steps)")
     print(f"the import meanwhile: {report.get('messages_written')} written, "
           f"{report.get('indexed')} indexed in {elapsed:.1f} s, stopped half of it "
           f"(process start included)")
@@ -230,11 +232,14 @@ def main() -> None:
                         help="messages imported while steps are measured")
     parser.add_argument("--window", type=float, default=2.0,
                         help="seconds the import runs, then is stopped, in turn")
+    parser.add_argument("--steps-only", action="store_true",
+                        help="only the step overhead during an import")
     args = parser.parse_args()
     with ExitStack() as stack:
         db_url = database(stack)
         print(f"{os.cpu_count()} cores; {speed_probe()}\n")
-        side_by_side(args, db_url)
+        if not args.steps_only:
+            side_by_side(args, db_url)
         during_import(args, db_url)
         print(f"\nat the end: {speed_probe()}")
 
