@@ -13,6 +13,7 @@ Postgres. Lines that cannot be read are reported with their numbers; the rest is
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -94,10 +95,18 @@ async def write_file(
 
 
 async def index_queue(indexer: Indexer, out: TextIO) -> tuple[int, float]:
-    """Drain the recall queue (the indexing phase); (messages indexed, seconds)."""
+    """Drain the recall queue (the indexing phase) until no backfill waits; (messages indexed
+    here, seconds). Serving workers may index some of it meanwhile."""
     started = time.perf_counter()
     bar = Progress("indexing", await indexer.pending(), out)
-    indexed = await indexer.backfill(bar.advance)
+    indexed = 0
+    while True:
+        indexed += await indexer.backfill(bar.advance)
+        if not await indexer.pending(backfill_only=True):
+            break
+        # What is left is claimed: by a serving worker (done in a moment), or by a run that
+        # was stopped (its claim expires after JIN_INDEXER_CLAIM_SECONDS).
+        await asyncio.sleep(0.5)
     bar.close()
     return indexed, time.perf_counter() - started
 

@@ -114,7 +114,8 @@ UPDATE recall_queue SET attempts = attempts + 1, last_error = :error, claimed_un
 WHERE message_id = :id
 RETURNING attempts, parked_at IS NOT NULL AS parked""")
 
-_PENDING = text("SELECT count(*) FROM recall_queue WHERE parked_at IS NULL")
+_PENDING = text("SELECT count(*) FROM recall_queue WHERE parked_at IS NULL "
+                "AND priority >= :priority")
 _PARKED = text("SELECT count(*) FROM recall_queue WHERE parked_at IS NOT NULL")
 _CHAT_QUEUE = text(f"""
 SELECT count(*) FILTER (WHERE q.parked_at IS NULL) AS waiting,
@@ -179,10 +180,12 @@ class Indexer:
         """New messages were enqueued: drain now rather than at the next idle tick."""
         self._wake.set()
 
-    async def pending(self) -> int:
-        """Messages waiting to be indexed (claimed or not); parked ones are not counted."""
+    async def pending(self, *, backfill_only: bool = False) -> int:
+        """Messages waiting to be indexed (claimed or not; backfill only, or live ones too);
+        parked ones are not counted."""
         async with connect(self._db) as conn:
-            return int((await fetch(conn, _PENDING, {}))[0][0])
+            return int((await fetch(conn, _PENDING, {
+                "priority": BACKFILL if backfill_only else LIVE}))[0][0])
 
     async def parked(self) -> int:
         """Messages the embedder rejected `max_attempts` times: no worker retries them."""
