@@ -54,7 +54,7 @@ from llm.provider import Provider
 from llm.search import SearxngSearch, SerperSearch, WebSearch
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
-from memory.indexer import Indexer, IndexerConfig
+from memory.indexer import Indexer
 from memory.recall_store import PostgresRecall
 from memory.runtime_store import PostgresRuntimeMemory
 from memory.store import FactConfig, PostgresFactStore
@@ -238,10 +238,7 @@ async def _memory(
     recall = PostgresRecall(db, queries, counter.count, recall_config,
                             embedder_name=provider.model,
                             ann_from=settings.recall_ann_from) if recall_config.enabled else None
-    indexer = Indexer(db, embedder, provider.model,
-                      IndexerConfig(batch_size=settings.indexer_batch_size,
-                                    claim_seconds=settings.indexer_claim_seconds,
-                                    ann_from=settings.recall_ann_from))
+    indexer = Indexer(db, embedder, provider.model, settings.indexer_config())
     log.info("memory: embedder %s (%d dims), recall %s", provider.model, embedder.dim,
              recall_config.mode if recall else "off")
     return _Memory(provider, facts, recall, indexer, None)
@@ -364,7 +361,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
                        "embedder": memory.provider},
             probe=RoleProbe(servers),
             metrics=meter, memory_problem=memory.problem,
-            transcripts=PostgresTranscripts(engine),
+            transcripts=PostgresTranscripts(engine), indexer=memory.indexer,
         )
         app.state.runtime = runtime
         # What startup built (tokenizer tables, routes, models, pools) lives as long as the

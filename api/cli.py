@@ -1,4 +1,4 @@
-"""The `jin` command: serve, migrate, chat."""
+"""The `jin` command: serve, migrate, import, chat."""
 
 from __future__ import annotations
 
@@ -150,6 +150,32 @@ def _bench(args: argparse.Namespace) -> int:
         return asyncio.run(run(url))
 
 
+def _import(args: argparse.Namespace) -> int:
+    """Conversations from a file become chats of a user (api/history_import.py)."""
+    import asyncio
+    from pathlib import Path
+
+    from api.history_import import lower_priority, run_import
+
+    settings = Settings()
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"jin import: no such file: {path}", file=sys.stderr)
+        return 2
+    try:
+        content = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        print(f"jin import: {path} is not UTF-8 text", file=sys.stderr)
+        return 2
+    lower_priority(settings.import_nice)
+    with _migrated(settings) as url:
+        report = asyncio.run(run_import(
+            settings, url, content, str(path), user=args.user, tenant=args.tenant,
+            fmt=args.format, index=not args.no_index))
+    print(json.dumps(report.to_json(), indent=2))
+    return 1 if report.bad_lines else 0
+
+
 def _layers(text: str) -> tuple[str, ...]:
     try:
         return parse_layers(text)
@@ -250,6 +276,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="recall layers to switch off, one run each: a comma list of "
                              + ", ".join(LAYERS))
     recall.set_defaults(func=_bench)
+
+    imports = sub.add_parser(
+        "import", help="bring conversations from a file: jin JSONL, ChatGPT export, OpenAI")
+    imports.add_argument("file", help="the file: jin's JSONL, a ChatGPT export's "
+                                      "conversations.json, or OpenAI messages, a line each")
+    imports.add_argument("--user", required=True, help="whose chats they become")
+    imports.add_argument("--tenant", default="default")
+    imports.add_argument("--format", choices=["jin", "chatgpt", "openai"],
+                         help="the file's format (default: told from its start)")
+    imports.add_argument("--no-index", action="store_true",
+                         help="write only; serving workers index when their steps are quiet")
+    imports.set_defaults(func=_import)
 
     keys = sub.add_parser("keys", help="API keys: create, list, revoke")
     keys_sub = keys.add_subparsers(dest="keys", required=True)

@@ -38,7 +38,7 @@ def build_embedder(settings: Settings, server: Provider | None) -> tuple[Embedde
     else:
         from llm.onnx_embedder import OnnxMiniLM
 
-        built = OnnxMiniLM(threads=settings.embedded_model_threads)
+        built = OnnxMiniLM(threads=settings.embedding_threads())
     provider = ProviderConfig(role="embedder", base_url="(in process)", model=built.name,
                               embedded=True)
     return built, provider

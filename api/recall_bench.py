@@ -1,14 +1,16 @@
 """The chats side of `jin bench recall`: a dataset's sessions written as imported chats.
 
-memory/evaluation measures recall and knows no chats; the composition root hands it this.
+memory/evaluation measures recall and knows no chats; the composition root hands it this. The
+sessions are written as `jin import` writes a jin JSONL file (chat/importer.py).
 """
 
 from __future__ import annotations
 
 import uuid
 
-from chat.ports import ChatStore, ImportedMessage, NewChat
-from chat.types import ModelSettings
+from api.import_formats import jin_session_id
+from chat.importer import ImportedConversation, ImportedTurn, write_conversation
+from chat.ports import ChatStore
 from llm.ports import TokenCounter
 from memory.evaluation.benchmark import Ingest, Progress
 from memory.evaluation.dataset import Dataset
@@ -22,17 +24,15 @@ def ingest_as_chats(chats: ChatStore, counter: TokenCounter) -> Ingest:
         turn_of: dict[uuid.UUID, str] = {}
         for conversation in dataset.conversations.values():
             for session in conversation.sessions:
-                chat = await chats.create_chat(NewChat(
-                    tenant_id=tenant, user_id=conversation.conversation_id,
-                    title=session.session_id, system_prompt="", settings=ModelSettings(),
-                    busy_policy="queue",
-                ))
-                rows = [ImportedMessage(t.role, t.content, counter.count(t.content),
-                                        t.created_at) for t in session.turns]
-                ids = await chats.import_messages(tenant, chat.id, rows)
-                if ids is None:  # only a chat deleted meanwhile refuses an import
-                    raise RuntimeError(f"chat {chat.id} vanished while it was imported")
-                turn_of.update(zip(ids, (t.turn_id for t in session.turns), strict=True))
+                turns = tuple(ImportedTurn(t.turn_id, t.role, t.content, t.created_at)
+                              for t in session.turns)
+                written = await write_conversation(chats, counter, tenant,
+                                                   conversation.conversation_id,
+                                                   ImportedConversation(
+                    external_id=jin_session_id(conversation.conversation_id, session.session_id),
+                    title=session.session_id, created_at=min(t.created_at for t in turns),
+                    turns=turns))
+                turn_of.update(written.messages)
                 progress.advance(1)
         progress.close()
         return turn_of

@@ -25,7 +25,7 @@ from api.embedders import build_embedder, embedder_server
 from api.settings import Settings
 from db.engine import create_engine
 from db.statements import connect, fetch
-from memory.indexer import Indexer, IndexerConfig
+from memory.indexer import Indexer
 from migrations.embedding_dim import current_dim, resize
 
 # Messages whose vector is another model's, or that never got one (written before indexing
@@ -124,15 +124,10 @@ async def _messages(
     async with connect(db) as conn:
         await fetch(conn, _ENQUEUE, {"name": name})
         await fetch(conn, _RETRY_PARKED, {})
-    indexer = Indexer(db, embedder, name, IndexerConfig(
-        batch_size=settings.indexer_batch_size, claim_seconds=settings.indexer_claim_seconds,
-        ann_from=settings.recall_ann_from))
+    indexer = Indexer(db, embedder, name, settings.indexer_config())
     progress = Progress("messages", await indexer.pending(), out)
     while True:
-        batch = await indexer.drain()
-        if batch.claimed:
-            progress.advance(batch.indexed)
-            continue
+        await indexer.backfill(progress.advance)
         if not await indexer.pending():  # parked messages are not pending: they end the run
             break
         # What is left is claimed: by a serving worker (done in a moment), or by a run that

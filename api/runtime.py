@@ -21,6 +21,7 @@ from api.metrics import Metrics
 from api.role_status import RoleProbe
 from chat.ports import TranscriptStore
 from llm.types import ProviderConfig
+from memory.indexer import Indexer
 from orchestrator.answer import AbortSignal
 from orchestrator.events import MessageError, StepEvent, StepStart
 from orchestrator.step import StepDeps
@@ -37,6 +38,7 @@ class Runtime:
     memory_problem: str | None = None  # why memory is off, when it is
     transcripts: TranscriptStore | None = None  # for the OpenAI-compatible route
     probe: RoleProbe | None = None  # whether each role's server answers (/v1/status)
+    indexer: Indexer | None = None  # told of each step, so that it backfills between them
     running: dict[uuid.UUID, AbortSignal] = field(default_factory=dict)  # by step id
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     feed: ChatFeed | None = None  # each event of a step, to the sockets following its chat
@@ -74,6 +76,7 @@ class Runtime:
         emit: Callable[[StepEvent | None], None],
     ) -> asyncio.Task[None]:
         self.running[step_id] = abort
+        self._steps_seen()
         task = asyncio.create_task(self._drive(step_id, events, emit))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -105,7 +108,13 @@ class Runtime:
         finally:
             self.metrics.steps_running.dec()
             self.running.pop(step_id, None)
+            self._steps_seen()
             emit(None)
+
+    def _steps_seen(self) -> None:
+        # The worker's indexer leaves backfill (imports) alone while steps run here.
+        if self.indexer is not None:
+            self.indexer.step_seen()
 
     async def drain(self, grace: float = 30.0) -> None:
         """On shutdown: ask running steps to stop and wait for them to persist."""

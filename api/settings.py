@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from llm.types import HTTPConfig, ProviderConfig
 from memory.events import SchemaError
 from memory.events.schema import load_schemas
+from memory.indexer import IndexerConfig
 from memory.ranking import RecallConfig
 from memory.runtime_state import StrengthConfig
 from orchestrator.runtime_memory import RuntimeMemoryConfig
@@ -83,6 +84,9 @@ class Settings(BaseSettings):
     embedder: Literal["minilm", "e5"] = "minilm"
     embedding_dim: int = Field(default=384, ge=1, le=2000)
     embedded_model_threads: int = Field(default=1, ge=1)
+    # Threads of the built-in embedder (MiniLM): unset, the cores the machine has. Tests and CI
+    # set 1, so that parallel runs do not fight over the cores.
+    embed_threads: int | None = Field(default=None, ge=1, le=256)
     embedded_context_window: int = Field(default=8192, gt=0)
 
     # The step.
@@ -148,6 +152,11 @@ class Settings(BaseSettings):
     l1_durable_floor: float = Field(default=0.25, ge=0, le=1)  # a durable line's least
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
+    # A serving worker indexes backfill (imports, `jin reindex`) only once its steps have been
+    # quiet this long; live messages are indexed at once.
+    indexer_backfill_quiet_seconds: float = Field(default=2.0, ge=0)
+    # The niceness `jin import` runs at: its embedding yields the cores to serving workers.
+    import_nice: int = Field(default=10, ge=0, le=19)
     # A user's vectors go into the HNSW indexes once the user has this many messages or facts.
     recall_ann_from: int = Field(default=1000, ge=0)
     # Requests for recall's query vectors out at once, per worker; the queries that arrive while
@@ -239,6 +248,20 @@ class Settings(BaseSettings):
             total_timeout=self.provider_total_timeout,
             max_connections=self.max_concurrent_steps,
         )
+
+    def embedding_threads(self) -> int:
+        """JIN_EMBED_THREADS, or the cores this process may run on."""
+        if self.embed_threads is not None:
+            return self.embed_threads
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+
+    def indexer_config(self) -> IndexerConfig:
+        """The indexer's settings (JIN_INDEXER_*, JIN_RECALL_ANN_FROM)."""
+        return IndexerConfig(batch_size=self.indexer_batch_size,
+                             claim_seconds=self.indexer_claim_seconds,
+                             ann_from=self.recall_ann_from,
+                             backfill_after_quiet=self.indexer_backfill_quiet_seconds)
 
     def recall_config(self) -> RecallConfig:
         """RecallConfig with every `JIN_RECALL_*` that is set."""

@@ -59,6 +59,9 @@ class _State:
     steps: dict[uuid.UUID, StepRecord] = field(default_factory=dict)
     leases: dict[uuid.UUID, _Lease] = field(default_factory=dict)
     aborts: set[uuid.UUID] = field(default_factory=set)  # step ids asked to stop
+    # Imports' external ids: a chat's by (tenant, user, id), a row's by chat.
+    external_chats: dict[tuple[str, str, str], uuid.UUID] = field(default_factory=dict)
+    external_rows: dict[uuid.UUID, set[str]] = field(default_factory=dict)
 
 
 def _now() -> datetime:
@@ -77,12 +80,23 @@ class InMemoryChatStore:
         self.state = state or _State()
 
     async def create_chat(self, new: NewChat) -> Chat:
-        now = _now()
+        key = (new.tenant_id, new.user_id, new.external_id or "")
+        if new.external_id is not None and key in self.state.external_chats:
+            return self.state.chats[self.state.external_chats[key]]
+        now = new.created_at or _now()
         chat = Chat(uuid.uuid4(), new.tenant_id, new.user_id, new.title, new.system_prompt,
                     new.settings, new.busy_policy, now, now)
         self.state.chats[chat.id] = chat
         self.state.rows[chat.id] = []
+        if new.external_id is not None:
+            self.state.external_chats[key] = chat.id
         return chat
+
+    async def external_ids(self, tenant_id: str, chat_id: uuid.UUID) -> tuple[int, set[str]]:
+        if await self.get_chat(tenant_id, chat_id) is None:
+            return 0, set()
+        rows = self.state.rows[chat_id]
+        return (rows[-1].position if rows else 0), set(self.state.external_rows.get(chat_id, ()))
 
     async def get_chat(self, tenant_id: str, chat_id: uuid.UUID) -> Chat | None:
         chat = self.state.chats.get(chat_id)
@@ -180,7 +194,7 @@ class InMemoryChatStore:
 
     async def import_messages(
         self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage],
-        expect_position: int | None = None,
+        expect_position: int | None = None, *, backfill: bool = False,
     ) -> list[uuid.UUID] | None:
         if (await self.get_chat(tenant_id, chat_id) is None or chat_id in self.state.leases
                 or self.moved(chat_id, expect_position)):
@@ -193,6 +207,8 @@ class InMemoryChatStore:
                                 "complete", row.token_count, created_at=row.created_at,
                                 meta=dict(row.meta))
             written.append(message.id)
+            if row.external_id is not None:
+                self.state.external_rows.setdefault(chat_id, set()).add(row.external_id)
         return written
 
     def moved(self, chat_id: uuid.UUID, expect_position: int | None) -> bool:

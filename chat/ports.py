@@ -25,6 +25,10 @@ class NewChat:
     system_prompt: str
     settings: ModelSettings
     busy_policy: BusyPolicy
+    # An imported conversation's id in its source (`jin import`): a chat of the user with this
+    # id already is the one create_chat returns, so an import run twice makes one chat.
+    external_id: str | None = None
+    created_at: datetime | None = None  # an imported conversation's own time; unset: now
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class ImportedMessage:
     created_at: datetime
     # tool_calls, tool_call_id, name: what a tool call's rows need to reach a prompt again
     meta: dict[str, Any] = field(default_factory=dict)
+    external_id: str | None = None  # its id in the source: unique within its chat
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,8 @@ class ChatStore(Protocol):
     """Chats and their history. Every call is scoped to a tenant."""
 
     async def create_chat(self, new: NewChat) -> Chat:
-        """Insert a chat and return it."""
+        """Insert a chat and return it; with an external id that the user's chats have
+        already, that chat, unchanged."""
         ...
 
     async def get_chat(self, tenant_id: str, chat_id: uuid.UUID) -> Chat | None:
@@ -200,11 +206,17 @@ class ChatStore(Protocol):
 
     async def import_messages(
         self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage],
-        expect_position: int | None = None,
+        expect_position: int | None = None, *, backfill: bool = False,
     ) -> list[uuid.UUID] | None:
         """Append finished rows with their own times (history brought from elsewhere), queued
-        for recall, each POSITION_GAP after the last; their ids, or None when the chat does not
-        exist, a step holds it, or its last position is not `expect_position`."""
+        for recall (`backfill`: behind live messages), each POSITION_GAP after the last; their
+        ids, or None when the chat does not exist, a step holds it, or its last position is
+        not `expect_position`."""
+        ...
+
+    async def external_ids(self, tenant_id: str, chat_id: uuid.UUID) -> tuple[int, set[str]]:
+        """The chat's last position and the external ids of its rows (what an import wrote
+        into it before); (0, empty) for an unknown chat."""
         ...
 
 

@@ -37,17 +37,18 @@ WITH pos AS (
               token_total - CAST(:total AS bigint) AS base_total
 ), ins AS (
     INSERT INTO messages (id, chat_id, position, kind, content, status, token_count,
-                          tokens_after, created_at, meta)
+                          tokens_after, created_at, meta, external_id)
     SELECT r.id, :chat, pos.base + r.i * :gap, r.kind, r.content, 'complete', r.tokens,
-           pos.base_total + r.after, r.created_at, CAST(r.meta AS jsonb)
+           pos.base_total + r.after, r.created_at, CAST(r.meta AS jsonb), r.external_id
     FROM pos, unnest(CAST(:ids AS uuid[]), CAST(:kinds AS text[]), CAST(:contents AS text[]),
                      CAST(:tokens AS int[]), CAST(:created AS timestamptz[]),
-                     CAST(:after AS bigint[]), CAST(:metas AS text[])) WITH ORDINALITY
-             AS r(id, kind, content, tokens, created_at, after, meta, i)
-    RETURNING id, kind
+                     CAST(:after AS bigint[]), CAST(:metas AS text[]),
+                     CAST(:externals AS text[])) WITH ORDINALITY
+             AS r(id, kind, content, tokens, created_at, after, meta, external_id, i)
+    RETURNING id, kind, content
 ), q AS (
-    INSERT INTO recall_queue (message_id)
-    SELECT id FROM ins WHERE kind IN ('user', 'assistant')
+    INSERT INTO recall_queue (message_id, priority)
+    SELECT id, :priority FROM ins WHERE kind IN ('user', 'assistant')
 )
 SELECT count(*) FROM ins""")
 
@@ -194,10 +195,21 @@ ON CONFLICT DO NOTHING
 RETURNING {MESSAGE_COLUMNS}""")
 
 
+# An imported conversation's chat is made once: a second import finds it by its external id
+# (the no-op update makes the existing row come back; a chat without one never conflicts).
 _CREATE_CHAT = text(f"""
-INSERT INTO chats (id, tenant_id, user_id, title, system_prompt, settings, busy_policy)
-VALUES (:id, :tenant, :user, :title, :prompt, CAST(:settings AS jsonb), :policy)
+INSERT INTO chats (id, tenant_id, user_id, title, system_prompt, settings, busy_policy,
+                   external_id, created_at, updated_at)
+VALUES (:id, :tenant, :user, :title, :prompt, CAST(:settings AS jsonb), :policy, :external,
+        COALESCE(CAST(:created AS timestamptz), now()),
+        COALESCE(CAST(:created AS timestamptz), now()))
+ON CONFLICT (tenant_id, user_id, external_id) WHERE external_id IS NOT NULL
+    DO UPDATE SET external_id = EXCLUDED.external_id
 RETURNING {CHAT_COLUMNS}""")
+_EXTERNAL_IDS = text("""
+SELECT c.last_position, m.external_id FROM chats c
+LEFT JOIN messages m ON m.chat_id = c.id AND m.external_id IS NOT NULL
+WHERE c.id = :chat AND c.tenant_id = :t""")
 _GET_CHAT = text(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id = :id AND tenant_id = :t")
 _DELETE_CHAT = text("DELETE FROM chats WHERE id = :id AND tenant_id = :t RETURNING id")
 _APPEND_SUMMARY = text(f"""
@@ -233,8 +245,17 @@ class PostgresChatStore:
                 "prompt": new.system_prompt,
                 "settings": json_text(_settings_json(new.settings)),
                 "policy": new.busy_policy,
+                "external": new.external_id,
+                "created": new.created_at,
             })
         return chat_from_row(row)
+
+    async def external_ids(self, tenant_id: str, chat_id: uuid.UUID) -> tuple[int, set[str]]:
+        async with connect(self._db) as conn:
+            rows = await fetch(conn, _EXTERNAL_IDS, {"chat": chat_id, "t": tenant_id})
+        if not rows:
+            return 0, set()
+        return int(rows[0][0]), {row[1] for row in rows if row[1] is not None}
 
     async def get_chat(self, tenant_id: str, chat_id: uuid.UUID) -> Chat | None:
         async with connect(self._db) as conn:
@@ -350,11 +371,12 @@ class PostgresChatStore:
 
     async def import_messages(
         self, tenant_id: str, chat_id: uuid.UUID, rows: list[ImportedMessage],
-        expect_position: int | None = None,
+        expect_position: int | None = None, *, backfill: bool = False,
     ) -> list[uuid.UUID] | None:
         """Append finished rows with their own timestamps (history brought from elsewhere), and
-        queue the user and assistant ones for recall, in one statement. None when the chat does
-        not exist, a step holds it, or its last position is not `expect_position`."""
+        queue the user and assistant ones for recall (`backfill`: behind live
+        messages), in one statement. None when the chat does not exist, a step holds it, or
+        its last position is not `expect_position`."""
         if not rows:
             return []
         ids = [uuid.uuid4() for _ in rows]
@@ -368,6 +390,7 @@ class PostgresChatStore:
                 "contents": [r.content for r in rows], "tokens": [r.token_count for r in rows],
                 "created": [r.created_at for r in rows], "after": after,
                 "metas": [json_text(r.meta) for r in rows],
+                "externals": [r.external_id for r in rows], "priority": 1 if backfill else 0,
             })
         return ids if done and done[0][0] else None
 

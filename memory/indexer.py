@@ -4,7 +4,9 @@ A step enqueues its messages in the statements that write them, so nothing is mi
 worker dies. Any worker's indexer claims a batch for a while (`claimed_until`, so a batch that a
 dead worker claimed goes back to the queue), live messages before backfill (`priority`), embeds
 it with one model call outside any transaction, then writes the vectors and full text and
-dequeues, in one statement.
+dequeues, in one statement. Backfill (imported history, `jin reindex`) waits behind live
+messages, and a serving worker takes it only while its own steps are quiet; `jin import` drains
+it with `backfill()`, which keeps the embedder busy while Postgres writes.
 
 A message the embedder rejects (an HTTP 4xx about the input, an answer that is not vectors) must
 not stop the queue: when a batch is rejected, its messages are embedded one by one; one that is
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +49,8 @@ _WAITS_FOR_ITS_STEP = """(
 _CLAIMABLE = f"""q.parked_at IS NULL
       AND (q.claimed_until IS NULL OR q.claimed_until < now())
       AND NOT {_WAITS_FOR_ITS_STEP}"""
+# Live messages are priority 0; imports' and `jin reindex`'s backfill 1.
+LIVE, BACKFILL = 0, 1
 _CLAIMED = """
 UPDATE recall_queue q SET claimed_until = now() + make_interval(secs => :ttl)
 FROM c JOIN messages m ON m.id = c.message_id
@@ -58,7 +63,7 @@ RETURNING m.id, m.content, q.attempts, q.embedding, q.embedder"""
 _CLAIM = text(f"""
 WITH c AS (
     SELECT q.message_id FROM recall_queue q
-    WHERE {_CLAIMABLE}
+    WHERE {_CLAIMABLE} AND q.priority <= :priority
     ORDER BY q.priority, q.enqueued_at LIMIT :n
     FOR UPDATE OF q SKIP LOCKED
 ){_CLAIMED}""")
@@ -109,7 +114,8 @@ UPDATE recall_queue SET attempts = attempts + 1, last_error = :error, claimed_un
 WHERE message_id = :id
 RETURNING attempts, parked_at IS NOT NULL AS parked""")
 
-_PENDING = text("SELECT count(*) FROM recall_queue WHERE parked_at IS NULL")
+_PENDING = text("SELECT count(*) FROM recall_queue WHERE parked_at IS NULL "
+                "AND priority >= :priority")
 _PARKED = text("SELECT count(*) FROM recall_queue WHERE parked_at IS NOT NULL")
 _CHAT_QUEUE = text(f"""
 SELECT count(*) FILTER (WHERE q.parked_at IS NULL) AS waiting,
@@ -134,6 +140,9 @@ class IndexerConfig:
     # moments share one claim, one embedding call and one write instead of one each.
     gather_seconds: float = 0.2
     ann_from: int = ANN_FROM  # a user's vectors go into the HNSW indexes from this many on
+    # A serving worker's indexer takes backfill (imports, `jin reindex`) only after this long
+    # without a step of its own: embedding a batch of them takes the cores its steps need.
+    backfill_after_quiet: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -157,15 +166,26 @@ class Indexer:
         self.embedder_name = embedder_name
         self.config = config or IndexerConfig()
         self._wake = asyncio.Event()
+        self._last_step = -float("inf")
+
+    def step_seen(self) -> None:
+        """A step ran on this worker just now: backfill waits until steps are quiet again."""
+        self._last_step = asyncio.get_running_loop().time()
+
+    def _quiet(self) -> bool:
+        since = asyncio.get_running_loop().time() - self._last_step
+        return since >= self.config.backfill_after_quiet
 
     def wake(self) -> None:
         """New messages were enqueued: drain now rather than at the next idle tick."""
         self._wake.set()
 
-    async def pending(self) -> int:
-        """Messages waiting to be indexed (claimed or not); parked ones are not counted."""
+    async def pending(self, *, backfill_only: bool = False) -> int:
+        """Messages waiting to be indexed (claimed or not; backfill only, or live ones too);
+        parked ones are not counted."""
         async with connect(self._db) as conn:
-            return int((await fetch(conn, _PENDING, {}))[0][0])
+            return int((await fetch(conn, _PENDING, {
+                "priority": BACKFILL if backfill_only else LIVE}))[0][0])
 
     async def parked(self) -> int:
         """Messages the embedder rejected `max_attempts` times: no worker retries them."""
@@ -177,58 +197,65 @@ class Indexer:
         return (await self.drain(chat_id)).indexed
 
     async def drain(
-        self, chat_id: uuid.UUID | None = None, through: int = EVERY_POSITION
+        self, chat_id: uuid.UUID | None = None, through: int = EVERY_POSITION,
+        priority: int = BACKFILL,
     ) -> Drained:
-        """Claim one batch (of one chat, up to a position, or any) and index it. Raises LLMError
-        when the embedder failed without blaming an input; the batch is back in the queue
-        then."""
-        async with connect(self._db) as conn:
-            rows = await fetch(conn, _CLAIM if chat_id is None else _CLAIM_CHAT, {
-                "chat": chat_id, "through": through, "n": self.config.batch_size,
-                "ttl": self.config.claim_seconds,
-            })
+        """Claim one batch (of one chat, up to a position, or any up to a `priority`) and index
+        it. Raises LLMError when the embedder failed without blaming an input; the batch is
+        back in the queue then."""
+        rows = await self._claim(chat_id, through, priority)
         if not rows:
             return Drained(0, 0)
         try:
-            return await self._index(rows)
+            ids, vectors, parked = await self._embedded(rows)
+            await self._write(ids, vectors)
         except BaseException:  # failed or cancelled: what is left of the batch goes back now
             await asyncio.shield(self._unclaim([row["id"] for row in rows]))
             raise
+        return Drained(len(rows), len(ids), parked)
 
-    async def _index(self, rows: list[Any]) -> Drained:
-        # Vectors the steps left (their recall embedded these texts already), if this embedder's.
-        kept: list[Any] = []
+    async def _claim(self, chat_id: uuid.UUID | None, through: int, priority: int) -> list[Any]:
+        async with connect(self._db) as conn:
+            return await fetch(conn, _CLAIM if chat_id is None else _CLAIM_CHAT, {
+                "chat": chat_id, "through": through, "n": self.config.batch_size,
+                "ttl": self.config.claim_seconds, "priority": priority,
+            })
+
+    async def _embedded(self, rows: list[Any]) -> tuple[list[uuid.UUID], list[Embedding], int]:
+        """The claimed rows' vectors: (ids, vectors, how many this parked)."""
+        ids: list[uuid.UUID] = []
+        vectors: list[Embedding] = []
         embed: list[Any] = []
+        # Vectors the steps left (their recall embedded these texts already), if this embedder's.
         for row in rows:
-            (kept if self._usable(row) else embed).append(row)
-        indexed = parked = 0
-        if kept:
-            await self._write([row["id"] for row in kept], [row["embedding"] for row in kept])
-            indexed += len(kept)
+            if self._usable(row):
+                ids.append(row["id"])
+                vectors.append(row["embedding"])
+            else:
+                embed.append(row)
+        parked = 0
         fresh = {row["id"]: row["content"][:MAX_CHARS] for row in embed if not row["attempts"]}
         # Rejected before: alone, so a poisoned message costs one failed call, not its batch's.
         alone = {row["id"]: row["content"][:MAX_CHARS] for row in embed if row["attempts"]}
         if fresh:
             try:
-                vectors = await self._embedder.embed(list(fresh.values()))
+                vectors += await self._embedder.embed(list(fresh.values()))
             except LLMError as exc:
                 if not rejects_input(exc):
                     raise
                 alone = fresh | alone  # which input was it? each is tried alone
             else:
-                await self._write(list(fresh), vectors)
-                indexed += len(fresh)
+                ids += fresh
         for message_id, content in alone.items():
             try:
-                vectors = await self._embedder.embed([content])
+                vectors += await self._embedder.embed([content])
             except LLMError as exc:
                 if not rejects_input(exc):
                     raise
                 parked += await self._blame(message_id, exc)
                 continue
-            await self._write([message_id], vectors)
-            indexed += 1
-        return Drained(len(rows), indexed, parked)
+            ids.append(message_id)
+        return ids, vectors, parked
 
     def _usable(self, row: Any) -> bool:
         vector = row["embedding"]
@@ -240,6 +267,8 @@ class Indexer:
             return False
 
     async def _write(self, ids: list[uuid.UUID], vectors: list[Embedding]) -> None:
+        if not ids:
+            return
         async with connect(self._db) as conn:
             written = await fetch(conn, _WRITE, {
                 "ids": ids, "embedder": self.embedder_name,
@@ -293,12 +322,48 @@ class Indexer:
                 return False
             await asyncio.sleep(min(self.config.poll_seconds, deadline - loop.time()))
 
+    async def backfill(self, progress: Callable[[int], None] | None = None) -> int:
+        """Drain the whole queue now, at the embedder's pace (`jin import`, `jin reindex`): a
+        batch's vectors are written (Postgres's work, on another core) while the next batch is
+        claimed and embedded. Returns how many were indexed; ends when nothing claimable is
+        left (parked rows, rows other workers hold). Raises LLMError as drain() does."""
+        indexed = 0
+        writing: asyncio.Task[int] | None = None
+
+        async def written() -> None:
+            nonlocal indexed, writing
+            if writing is not None:
+                done, writing = await writing, None
+                indexed += done
+                if progress is not None:
+                    progress(done)
+
+        try:
+            while rows := await self._claim(None, EVERY_POSITION, BACKFILL):
+                try:
+                    ids, vectors, _ = await self._embedded(rows)
+                except BaseException:  # as in drain(): the batch goes back now
+                    await asyncio.shield(self._unclaim([row["id"] for row in rows]))
+                    raise
+                await written()  # one write in flight: the next waits for it
+                writing = asyncio.create_task(self._write_counted(ids, vectors))
+            await written()
+        finally:
+            if writing is not None:  # stopped: the batch being written is written all the same
+                await asyncio.gather(asyncio.shield(writing), return_exceptions=True)
+        return indexed
+
+    async def _write_counted(self, ids: list[uuid.UUID], vectors: list[Embedding]) -> int:
+        await self._write(ids, vectors)
+        return len(ids)
+
     async def run(self) -> None:
-        """Drain forever; woken by `wake()`, else every idle tick. Provider failures back off."""
+        """Drain forever; woken by `wake()`, else every idle tick. Provider failures back off.
+        Backfill only while this worker's steps are quiet (step_seen)."""
         backoff = 0.0
         while True:
             try:
-                batch = await self.drain()
+                batch = await self.drain(priority=BACKFILL if self._quiet() else LIVE)
                 backoff = 0.0
             except LLMError as exc:
                 backoff = min(max(backoff * 2, 1.0), self.config.max_backoff)

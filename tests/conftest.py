@@ -25,6 +25,9 @@ from db.engine import create_engine
 from llm.testing import FakeOpenAIServer
 
 TEMPLATE = f"jin_template_{os.getpid()}"
+# One embedding thread in tests (the default is the machine's cores): test runs share the
+# machine, and the `jin serve` processes they start inherit it.
+os.environ.setdefault("JIN_EMBED_THREADS", "1")
 
 
 def _dsn(url: str, database: str | None = None) -> str:

@@ -115,7 +115,8 @@ def _timestamp(value: str, name: str, n: int) -> datetime:
     return parsed
 
 
-def _turn(record: dict[str, Any], n: int) -> Turn:
+def parse_turn(record: dict[str, Any], n: int) -> Turn:
+    """A turn line's record (line n), checked; ValueError naming the line if it is not one."""
     _fields(record, _TURN_FIELDS, n)
     if record["role"] not in ("user", "assistant"):
         raise ValueError(f"line {n}: role must be 'user' or 'assistant', got {record['role']!r}")
@@ -203,7 +204,7 @@ def parse_dataset(lines: Iterable[str]) -> Dataset:
         record = json_record(line, n)
         kind = record.get("type")
         if kind == "turn":
-            turns.append((n, _turn(record, n)))
+            turns.append((n, parse_turn(record, n)))
         elif kind == "question":
             questions.append((n, _question(record, n)))
         elif kind == "fact":

@@ -287,7 +287,7 @@ async def test_a_claim_looks_up_each_queued_messages_step_and_never_reads_every_
     async with engine.connect() as conn:
         await conn.execute(text("SET enable_nestloop = off"))
         for statement, params in (
-            (_CLAIM, {"chat": None, "through": 0, "n": 64, "ttl": 60.0}),
+            (_CLAIM, {"chat": None, "through": 0, "n": 64, "ttl": 60.0, "priority": 1}),
             (_CLAIM_CHAT, {"chat": uuid.uuid4(), "through": 10, "n": 64, "ttl": 60.0}),
             (_CHAT_QUEUE, {"chat": uuid.uuid4(), "through": 10}),
         ):

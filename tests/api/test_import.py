@@ -1,0 +1,99 @@
+"""`jin import` end to end: the command writes and indexes a file, and the running jin lists the
+chats, pages their history with its own times, and recalls what was said in them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api.cli import main
+from llm.testing import FakeOpenAIServer, Reply
+from tests.api.sse_client import history, new_chat, stream_step
+
+EXPORT = [
+    {"id": "conv-gym", "title": "Gym", "create_time": 1_717_200_000, "current_node": "a",
+     "mapping": {
+         "u": {"id": "u", "parent": None, "children": ["a"], "message": {
+             "id": "u", "author": {"role": "user"}, "create_time": 1_717_200_000,
+             "content": {"content_type": "text",
+                         "parts": ["My locker code at the north gym is LCK-4242"]}}},
+         "a": {"id": "a", "parent": "u", "children": [], "message": {
+             "id": "a", "author": {"role": "assistant"}, "create_time": 1_717_200_060,
+             "content": {"content_type": "text", "parts": ["Noted."]}}},
+     }},
+]
+
+
+@pytest.fixture
+def jin_env(monkeypatch: pytest.MonkeyPatch, database_url: str, model_url: str) -> None:
+    """`jin import` configured as the test's jin: its database, the fake embedder."""
+    for name, value in {
+        "JIN_DATABASE_URL": database_url, "JIN_EMBEDDER_URL": model_url,
+        "JIN_EMBEDDER_MODEL": "fake-embedder", "JIN_IMPORT_NICE": "0",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+async def _import(path: Path, *args: str) -> int:
+    return await asyncio.to_thread(main, ["import", str(path), "--user", "ana", *args])
+
+
+async def test_imported_chats_are_listed_scrollable_and_recalled(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, engine: AsyncEngine, jin_env: None,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps(EXPORT))
+    assert await _import(export) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["format"] == "chatgpt"
+    assert (report["chats_created"], report["messages_written"]) == (1, 2)
+    async with engine.connect() as conn:  # indexed when the command ends: nothing waits
+        assert (await conn.execute(text("SELECT count(*) FROM recall_queue"))).scalar() == 0
+
+    [chat] = (await client.get("/v1/chats", params={"user_id": "ana"})).json()["chats"]
+    assert chat["title"] == "Gym" and chat["created_at"].startswith("2024-06-01T00:00:00")
+    rows = await history(client, chat["id"])
+    assert [(r["kind"], r["content"], r["created_at"][:19]) for r in rows] == [
+        ("user", "My locker code at the north gym is LCK-4242", "2024-06-01T00:00:00"),
+        ("assistant", "Noted.", "2024-06-01T00:01:00"),
+    ]
+
+    # A new chat of the user recalls what was said in the imported one.
+    fresh = await new_chat(client, user_id="ana")
+    model.push(Reply(["It is LCK-4242."]))
+    events = await stream_step(client, fresh, "what is my locker code at the north gym?")
+    [context] = [data for event, data in events if event == "context"]
+    recalled = {r["text"]: r for r in context["recalled"]}
+    assert recalled["My locker code at the north gym is LCK-4242"]["chat_id"] == chat["id"]
+
+    # The same file again: nothing new, and the chat's history is as it was.
+    assert await _import(export) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["chats_created"], again["messages_written"]) == (0, 0)
+    assert len((await client.get("/v1/chats", params={"user_id": "ana"})).json()["chats"]) == 2
+    assert await history(client, chat["id"]) == rows
+
+
+async def test_bad_lines_are_reported_by_number_and_the_rest_imported(
+    client: httpx.AsyncClient, jin_env: None, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lines = tmp_path / "chats.jsonl"
+    lines.write_text("\n".join([
+        json.dumps({"messages": [{"role": "user", "content": "first"}]}),
+        "{broken",
+        json.dumps({"messages": [{"role": "user", "content": "third"}]}),
+    ]) + "\n")
+    assert await _import(lines, "--no-index") == 1  # something was not imported: say so
+    captured = capsys.readouterr()
+    assert f"{lines}: line 2: not valid JSON" in captured.err
+    assert json.loads(captured.out)["messages_written"] == 2
+    chats = (await client.get("/v1/chats", params={"user_id": "ana"})).json()["chats"]
+    assert sorted(c["title"] for c in chats) == ["first", "third"]
