@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import migrate
 from db.engine import create_engine
+from llm.search_testing import FakeSearchServer
 from llm.testing import FakeOpenAIServer
 
 TEMPLATE = f"jin_template_{os.getpid()}"
@@ -165,3 +166,19 @@ def translator(
 @pytest.fixture
 def translator_url(fake_translator_server: tuple[FakeOpenAIServer, str]) -> str:
     return fake_translator_server[1]
+
+
+@pytest.fixture(scope="module")
+def search_server() -> Iterator[tuple[FakeSearchServer, str]]:
+    """The fake web search (a fixed corpus over real HTTP) and its URL, for a module."""
+    server = FakeSearchServer()
+    url = server.start()
+    yield server, url
+    server.stop()
+
+
+@pytest.fixture
+def search(search_server: tuple[FakeSearchServer, str]) -> FakeSearchServer:
+    """The fake web search, its corpus and its faults as each test starts."""
+    search_server[0].reset()
+    return search_server[0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -20,20 +20,6 @@ from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_st
 from tests.api.test_fences import PAYLOAD, as_read, assert_fenced, attack
 
 Events = list[tuple[str, dict[str, Any]]]
-
-
-@pytest.fixture(scope="module")
-def search_server() -> Iterator[tuple[FakeSearchServer, str]]:
-    server = FakeSearchServer()
-    url = server.start()
-    yield server, url
-    server.stop()
-
-
-@pytest.fixture
-def search(search_server: tuple[FakeSearchServer, str]) -> FakeSearchServer:
-    search_server[0].reset()
-    return search_server[0]
 
 
 @pytest.fixture
@@ -85,7 +71,7 @@ async def test_a_web_search_tool_call_runs_and_the_answer_goes_on_with_fenced_ev
     assert done["hits"][0]["url"] == "https://en.wikipedia.org/wiki/Kyiv"
     assert search.queries == ["capital of Ukraine"]
     assert _said(events) == "Let me look. It is Kyiv."
-    assert events[-2][0] == "message_end" and events[-2][1]["status"] == "complete"
+    assert dict(events)["message_end"]["status"] == "complete"
 
     offered = [t["function"]["name"] for t in model.requests[0]["tools"]]
     assert "web_search" in offered
@@ -148,7 +134,7 @@ async def test_a_search_provider_that_fails_or_is_slow_gives_failed_and_the_answ
         "failed", "FAILED", "search_error")
     assert "status: FAILED" in model.requests[-1]["messages"][-1]["content"]
     assert _said(events) == "I could not search."
-    assert events[-2][1]["status"] == "complete"
+    assert dict(events)["message_end"]["status"] == "complete"
 
     search.status, search.delay = 200, 2.0  # over the 1 s jin waits
     model.push(Reply(tool_calls=[_search_call("kyiv")]), Reply(["Still nothing."]))
@@ -179,7 +165,7 @@ async def test_the_same_search_a_fourth_time_in_a_row_stops_the_actions_and_answ
     assert "tools" not in model.requests[-1]  # the last call may only answer
     assert "not run" in model.requests[-1]["messages"][-1]["content"]
     assert _said(events) == "Kyiv, as found."
-    assert events[-2][1]["status"] == "complete"
+    assert dict(events)["message_end"]["status"] == "complete"
     rows = await history(searching, chat_id)
     assert [a.get("code") for a in rows[-1]["meta"]["actions"]] == [None] * 3 + ["action_loop"]
 
@@ -200,7 +186,7 @@ async def test_a_sixth_action_in_one_answer_stops_the_actions_and_answers(
     assert [d["code"] for n, d in events if n == "warning"] == ["action_loop"]
     assert "tools" not in model.requests[-1]
     assert _said(events) == "Step 0. Step 1. Step 2. Step 3. Step 4. Step 5. Done."
-    assert events[-2][1]["status"] == "complete"
+    assert dict(events)["message_end"]["status"] == "complete"
 
 
 async def test_a_hostile_search_result_stays_inside_the_evidence_fence(

@@ -45,14 +45,20 @@ async def test_alternating_workers_give_the_same_history_as_one(
         assert split_prompts == single_prompts  # each step saw exactly the same context
 
 
+async def _two_workers_polling_slowly(workers: Callable[..., JinProcess]) -> tuple[str, str]:
+    """Two workers whose abort polling is slowed to a minute: only the NOTIFY through Postgres
+    can stop a step in time."""
+    slow_poll = {"JIN_ABORT_POLL_SECONDS": "60", "JIN_PARTIAL_FLUSH_SECONDS": "60",
+                 "JIN_LEASE_TTL_SECONDS": "300"}
+    a = await asyncio.to_thread(workers, **slow_poll)
+    b = await asyncio.to_thread(workers, **slow_poll)
+    return a.url, b.url
+
+
 async def test_abort_posted_to_one_worker_stops_a_stream_on_the_other(
     workers: Callable[..., JinProcess], model: FakeOpenAIServer
 ) -> None:
-    # Polling is slowed to a minute: only the NOTIFY through Postgres can stop it in time.
-    slow_poll = {"JIN_ABORT_POLL_SECONDS": "60", "JIN_PARTIAL_FLUSH_SECONDS": "60",
-                 "JIN_LEASE_TTL_SECONDS": "300"}
-    a_url = (await asyncio.to_thread(workers, **slow_poll)).url
-    b_url = (await asyncio.to_thread(workers, **slow_poll)).url
+    a_url, b_url = await _two_workers_polling_slowly(workers)
     async with httpx.AsyncClient(base_url=a_url, timeout=30) as a, \
             httpx.AsyncClient(base_url=b_url, timeout=30) as b:
         chat_id = await new_chat(a)
@@ -105,11 +111,7 @@ async def test_what_a_user_just_said_is_recalled_by_their_next_step_on_the_other
 async def test_sockets_on_two_workers_follow_one_chat_and_either_stops_its_step(
     workers: Callable[..., JinProcess], model: FakeOpenAIServer
 ) -> None:
-    # Polling is slowed to a minute: only the NOTIFY through Postgres can stop it in time.
-    slow_poll = {"JIN_ABORT_POLL_SECONDS": "60", "JIN_PARTIAL_FLUSH_SECONDS": "60",
-                 "JIN_LEASE_TTL_SECONDS": "300"}
-    a_url = (await asyncio.to_thread(workers, **slow_poll)).url
-    b_url = (await asyncio.to_thread(workers, **slow_poll)).url
+    a_url, b_url = await _two_workers_polling_slowly(workers)
     async with httpx.AsyncClient(base_url=a_url, timeout=30) as a, \
             httpx.AsyncClient(base_url=b_url, timeout=30) as b:
         chat = await new_chat(a)

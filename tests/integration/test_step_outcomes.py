@@ -40,8 +40,8 @@ async def test_a_bug_mid_stream_fails_the_step_and_keeps_the_text(engine: AsyncE
     started = await start_step(deps, StepRequest("t", chat.id, "hello"))
     events = [e async for e in run_step(deps, started, AbortSignal())]  # type: ignore[arg-type]
     kinds = [e.type for e in events]
-    assert kinds[-3:] == ["message_error", "message_end", "step_end"]
-    assert events[-3].code == "internal_error"  # type: ignore[union-attr]
+    assert kinds[-4:] == ["message_error", "message_end", "telemetry", "step_end"]
+    assert events[-4].code == "internal_error"  # type: ignore[union-attr]
     assert events[-1].status == "failed"  # type: ignore[union-attr]
 
     page = await deps.chats.list_messages("t", chat.id, before=None, after=None, limit=10)
@@ -121,8 +121,9 @@ async def test_an_answer_that_cannot_be_saved_ends_the_stream_and_the_next_step_
     started = await start_step(deps, StepRequest("t", chat.id, "hello"))
     events = [e async for e in run_step(deps, started, AbortSignal())]  # type: ignore[arg-type]
     # Retried while the lease would hold the chat, then the stream ends with a code.
-    assert [e.type for e in events][-3:] == ["message_error", "message_end", "step_end"]
-    assert events[-3].code == "answer_not_saved"  # type: ignore[union-attr]
+    assert [e.type for e in events][-4:] == ["message_error", "message_end", "telemetry",
+                                             "step_end"]
+    assert events[-4].code == "answer_not_saved"  # type: ignore[union-attr]
     assert events[-1].status == "interrupted"  # type: ignore[union-attr]
     assert deps.steps.calls > 1  # type: ignore[attr-defined]
 

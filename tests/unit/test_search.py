@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 from contextlib import aclosing
 
 import pytest
@@ -17,20 +16,6 @@ from starlette.routing import Route
 from llm.search import SearchHit, SearxngSearch, SerperSearch
 from llm.search_testing import SERPER_KEY, Document, FakeSearchServer
 from llm.testing import serve_in_thread, stop_thread_server
-
-
-@pytest.fixture(scope="module")
-def search_server() -> Iterator[tuple[FakeSearchServer, str]]:
-    server = FakeSearchServer()
-    url = server.start()
-    yield server, url
-    server.stop()
-
-
-@pytest.fixture
-def search(search_server: tuple[FakeSearchServer, str]) -> Iterator[FakeSearchServer]:
-    search_server[0].reset()
-    yield search_server[0]
 
 
 @pytest.fixture

@@ -58,10 +58,10 @@ async def test_a_complete_step_streams_and_keeps_both_messages() -> None:
     deps, chat = await _setup(model)
     events = await _run(deps, chat, "hi")
     assert [e.type for e in events] == [
-        "step_start", "context", "message_start", "thinking_chunk", "message_chunk",
-        "message_chunk", "message_end", "step_end"]
-    assert events[-2].status == events[-1].status == "complete"
-    assert events[-2].usage == {"completion_tokens": 2}
+        "step_start", "log", "log", "context", "message_start", "thinking_chunk",
+        "message_chunk", "message_chunk", "message_end", "telemetry", "step_end"]
+    assert events[-3].status == events[-1].status == "complete"
+    assert events[-3].usage == {"completion_tokens": 2}
     assert await _rows(deps, chat) == [("user", "hi", "complete"),
                                        ("assistant", "Hello", "complete")]
     # The next step's prompt holds the first exchange.
@@ -75,9 +75,10 @@ async def test_a_provider_failure_keeps_the_text_so_far_and_fails_the_step() -> 
     model = ScriptedModel([ContentDelta("half "), ProviderTimeout("no chunk in 30 s")])
     deps, chat = await _setup(model)
     events = await _run(deps, chat, "hello")
-    assert [e.type for e in events][-3:] == ["message_error", "message_end", "step_end"]
-    assert events[-3].code == "provider_timeout"
-    assert events[-2].status == events[-1].status == "failed"
+    assert [e.type for e in events][-4:] == ["message_error", "message_end", "telemetry",
+                                             "step_end"]
+    assert events[-4].code == "provider_timeout"
+    assert events[-3].status == events[-1].status == "failed"
     assert await _rows(deps, chat) == [("user", "hello", "complete"),
                                        ("assistant", "half ", "failed")]
 
@@ -85,7 +86,7 @@ async def test_a_provider_failure_keeps_the_text_so_far_and_fails_the_step() -> 
 async def test_a_bug_in_the_stream_fails_the_step_as_an_internal_error() -> None:
     deps, chat = await _setup(ScriptedModel([ContentDelta("a"), KeyError("parser")]))
     events = await _run(deps, chat, "hello")
-    assert (events[-3].code, events[-1].status) == ("internal_error", "failed")
+    assert (events[-4].code, events[-1].status) == ("internal_error", "failed")
 
 
 async def test_an_abort_mid_answer_keeps_the_partial_answer_as_interrupted() -> None:
@@ -106,7 +107,7 @@ async def test_an_abort_mid_answer_keeps_the_partial_answer_as_interrupted() -> 
         events.append(event)
         if event.type == "message_chunk":
             assert await deps.steps.request_abort("t", chat.id) == started.begun.step_id
-    assert [e.type for e in events][-2:] == ["message_end", "step_end"]
+    assert [e.type for e in events][-3:] == ["message_end", "telemetry", "step_end"]
     assert events[-1].status == "interrupted"
     assert "message_error" not in [e.type for e in events]  # asked for: nothing to explain
     assert await _rows(deps, chat) == [("user", "tell me", "complete"),
@@ -122,7 +123,7 @@ async def test_a_step_whose_lease_another_opener_took_is_not_saved_and_says_so()
     other = await deps.steps.hold("t", chat.id, uuid.uuid4(), 30)
     assert isinstance(other, Chat)  # ...and another one took the chat over
     events = [e async for e in run_step(deps, started, AbortSignal())]
-    assert events[-3].code == "lease_lost"
+    assert events[-4].code == "lease_lost"
     assert events[-1].status == "interrupted"
     assert await _rows(deps, chat) == [("user", "slow one", "complete"),
                                        ("assistant", "", "interrupted")]
@@ -221,7 +222,7 @@ async def test_a_window_that_cannot_be_read_again_fails_the_step_and_keeps_the_m
                                            ModelSettings(context_window=2048), "queue"))
     events = await _run(deps, chat, "hello")
     assert [e.type for e in events] == ["step_start", "message_error", "message_end",
-                                        "step_end"]
+                                        "telemetry", "step_end"]
     assert (events[1].code, events[-1].status) == ("database_unavailable", "failed")
     assert await _rows(deps, chat) == [("user", "hello", "complete"),
                                        ("assistant", "", "failed")]
