@@ -41,8 +41,10 @@ async def test_cyrillic_input_goes_through_the_translator_and_the_brain_reads_en
     events = await stream_step(routed, chat_id, QUESTION)
 
     names = [n for n, _ in events]
-    assert names[:3] == ["step_start", "context", "message_start"]
+    assert names[:5] == ["step_start", "log", "log", "context", "message_start"]
     assert "warning" not in names
+    assert ("log", {"tag": "[PLANNER]",
+                    "message": "route: planner -> translator -> brain -> validator"}) in events
     data = dict(events)
     assert data["context"]["route"] == ["planner", "translator", "brain", "validator"]
     assert data["context"]["translation"]["text"] == TRANSLATED
@@ -127,7 +129,7 @@ async def test_a_failed_translation_sends_the_users_text_on_with_a_warning(
 
     assert time.monotonic() - began < 3.0
     names = [n for n, _ in events]
-    assert names[:3] == ["step_start", "warning", "context"]
+    assert names[:5] == ["step_start", "warning", "log", "log", "context"]
     data = dict(events)
     assert data["warning"]["code"] in ("translator_failed", "translator_timeout",
                                        "translator_empty")
