@@ -1,5 +1,5 @@
-// The memory panel: the user's durable facts, each with a forget button. (L1 runtime memory,
-// L2 patterns and L3 session snapshots get their places here once the runtime has them.)
+// The memory panel: the user's durable facts, each with a forget button. (L1 runtime memory is
+// runtime_memory.js; L2 patterns and L3 session snapshots get their places once they exist.)
 import { h, clear } from "./dom.js";
 
 export class Facts {

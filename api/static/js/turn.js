@@ -3,8 +3,8 @@
 import { MessageView, toBottom } from "./thread.js";
 
 export class Turn {
-  constructor({ api, log, chatId, content, onRetry, onContext, onDone }) {
-    Object.assign(this, { api, log, chatId, content, onRetry, onContext, onDone });
+  constructor({ api, log, chatId, content, onRetry, onContext, onMemory, onDone }) {
+    Object.assign(this, { api, log, chatId, content, onRetry, onContext, onMemory, onDone });
     this.controller = new AbortController();
     this.compactions = [];
     this.usage = null;
@@ -43,6 +43,7 @@ export class Turn {
       runtime_action(d) { this.actions++; this.view().action(d); },
       message_error(d) { this.view().error(d.code, d.text, () => this.onRetry(this.content)); },
       message_end(d) { this.usage = d.usage; this.view().node.dataset.status = d.status; },
+      runtime_memory_update(d) { this.onMemory?.(d); },
       compaction(d) { if (!d.skipped && d.summary_id) this.compactions.push(d); },
       step_end(d) { this.timings = d.timings; this.status = d.status; },
     };
