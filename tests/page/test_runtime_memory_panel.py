@@ -51,6 +51,8 @@ async def test_the_panel_shows_each_update_highlighted_replays_versions_and_dele
     await expect(city.locator(".durable")).to_have_text("!")
     await expect(city.locator(".strength")).to_have_text("0.50")
     await expect(line(panel, "trip").locator(".durable")).to_have_count(0)
+    await expect(city.get_by_role("button", name="durable")).to_have_attribute(
+        "aria-pressed", "true")
     # Both keys are new: highlighted, until the highlight fades.
     await expect(panel.locator(".l1-line.hl-new")).to_have_count(2)
     await expect(panel.locator(".hl-new")).to_have_count(0, timeout=4000)
@@ -116,3 +118,19 @@ async def test_forget_all_empties_the_state(
     await expect(panel.locator(".l1-line")).to_have_count(0)
     await expect(panel).to_contain_text("(empty)")
     await expect(panel.locator(".l1-deleted")).to_have_text("deleted by you: drink")
+
+
+async def test_a_line_is_made_durable_from_the_panel(
+    page: Page, model: FakeOpenAIServer, helper: FakeOpenAIServer, jin: str
+) -> None:
+    await open_page(page)
+    await page.keyboard.press("Alt+m")
+    panel = page.locator("#runtime-memory")
+    await say(page, model, helper, "I like tea", "Tea is good.", "drink: tea")
+    toggle = line(panel, "drink").get_by_role("button", name="durable")
+    await expect(toggle).to_have_attribute("aria-pressed", "false")
+    await toggle.click()
+    await expect(panel.locator(".l1-version")).to_have_text("v2 of 2")
+    await expect(panel.locator(".l1-nav")).to_contain_text("durable")
+    await expect(toggle).to_have_attribute("aria-pressed", "true")
+    await expect(line(panel, "drink").locator(".durable")).to_have_text("!")

@@ -98,8 +98,7 @@ export class RuntimeMemory {
       ? `was ${line.previous_key}` : "";
     return h("li", { class: `l1-line ${fresh}`.trim(), dataset: { key: line.key,
       keyStatus: line.key_status, valueStatus: line.value_status } },
-      line.durable ? h("span", { class: "durable", title: "durable: kept at its floor" }, "!")
-        : null,
+      this.durableMark(line, latest),
       h("span", { class: `l1-key ${mark(line.key_status)}`.trim(), title: renamed || undefined },
         line.key),
       ": ",
@@ -109,6 +108,29 @@ export class RuntimeMemory {
       latest ? h("button", { type: "button", class: "forget", title: "delete this line",
         "aria-label": `delete ${line.key}`, onclick: () => this.remove(line.key) }, "delete")
         : null);
+  }
+
+  // "!" marks a durable line; on the latest version it is a toggle (PATCH durable).
+  durableMark(line, latest) {
+    const title = line.durable ? "durable: kept at its floor (click to undo)"
+      : "make durable: kept at its floor, never dropped by a rewrite";
+    if (!latest) {
+      return line.durable ? h("span", { class: "durable", title: title.split(" (")[0] }, "!")
+        : null;
+    }
+    return h("button", { type: "button", class: `durable-toggle ${line.durable ? "durable" : ""}`
+      .trim(), title, "aria-label": `durable ${line.key}`, "aria-pressed": String(line.durable),
+    onclick: () => this.mark(line.key, !line.durable) }, "!");
+  }
+
+  async mark(key, durable) {
+    try {
+      await this.api.patch(`/v1/chats/${this.chatId}/runtime-memory/${key}`, { durable });
+    } catch (err) {
+      this.node.append(h("p", { class: "warn" }, `Not changed: ${err.message}`));
+      return;
+    }
+    await this.load(this.chatId);
   }
 
   // Delete one line (or every line): a new version without it, drawn at once.
