@@ -3,8 +3,8 @@ highlighted diff that fades, prev/next through the versions, and deleting a line
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -34,6 +34,36 @@ def line(panel: Locator, key: str) -> Locator:
     return panel.locator(f".l1-line[data-key='{key}']")
 
 
+# The panel's lines as the page first draws `version`, and when their highlights went: taken in
+# the page as it happens, so a slow test run cannot miss a highlight that lasts 1.5 s.
+_WATCH = """version => {
+  const panel = document.querySelector('#runtime-memory');
+  const seen = window.l1Seen = {lines: null, drawnAt: null, fadedAt: null};
+  new MutationObserver(() => {
+    const shown = panel.querySelector('.l1-version')?.textContent === version;
+    if (shown && seen.lines === null) {
+      seen.drawnAt = performance.now();
+      seen.lines = Object.fromEntries([...panel.querySelectorAll('.l1-line')].map(n => [
+        n.dataset.key, {line: n.className, key: n.querySelector('.l1-key').className,
+                        value: n.querySelector('.l1-value').className,
+                        fading: getComputedStyle(n).animationName}]));
+    } else if (seen.lines !== null && seen.fadedAt === null
+               && !panel.querySelector('.hl-new, .hl-changed')) {
+      seen.fadedAt = performance.now();
+    }
+  }).observe(panel, {subtree: true, childList: true, attributes: true,
+                     attributeFilter: ['class']});
+}"""
+
+
+async def drawn(page: Page, version: str) -> dict[str, Any]:
+    """What `_WATCH` saw of `version`, once its highlights have gone."""
+    await page.wait_for_function("() => window.l1Seen && window.l1Seen.fadedAt !== null",
+                                 timeout=15_000)
+    seen: dict[str, Any] = await page.evaluate("() => window.l1Seen")
+    return seen
+
+
 async def test_the_panel_shows_each_update_highlighted_replays_versions_and_deletes_a_line(
     page: Page, model: FakeOpenAIServer, helper: FakeOpenAIServer, jin: str
 ) -> None:
@@ -42,6 +72,7 @@ async def test_the_panel_shows_each_update_highlighted_replays_versions_and_dele
     panel = page.locator("#runtime-memory")
     await expect(panel).to_contain_text("No chat open.")
 
+    await page.evaluate(_WATCH, "v1 of 1")
     await say(page, model, helper, "I'm in Rome for the weekend", "Enjoy Rome!",
               "!user_city: Rome\ntrip: weekend")
     await expect(panel.locator(".l1-line")).to_have_count(2)
@@ -53,28 +84,30 @@ async def test_the_panel_shows_each_update_highlighted_replays_versions_and_dele
     await expect(line(panel, "trip").locator(".durable")).to_have_count(0)
     await expect(city.get_by_role("button", name="durable")).to_have_attribute(
         "aria-pressed", "true")
-    # Both keys are new: highlighted, until the highlight fades.
-    await expect(panel.locator(".l1-line.hl-new")).to_have_count(2)
-    await expect(panel.locator(".hl-new")).to_have_count(0, timeout=4000)
+    # Both keys were new: drawn highlighted, and the highlight faded.
+    first = await drawn(page, "v1 of 1")
+    assert {k: v["line"] for k, v in first["lines"].items()} == {
+        "user_city": "l1-line hl-new", "trip": "l1-line hl-new"}
+    await expect(panel.locator(".hl-new, .hl-changed")).to_have_count(0)
 
     # The second turn changes a value and adds a key.
+    await page.evaluate(_WATCH, "v2 of 2")
     await say(page, model, helper, "Actually Milan, and money is tight", "Milan it is.",
               "!user_city: Milan\ntrip: weekend\nbudget: tight")
     await expect(panel.locator(".l1-version")).to_have_text("v2 of 2")
-    budget = line(panel, "budget")
-    await expect(budget).to_have_class("l1-line hl-new")
-    seen = time.monotonic()
-    await expect(city).to_have_class("l1-line hl-changed")
-    await expect(city.locator(".l1-value")).to_have_class("l1-value hl-changed")
-    await expect(city.locator(".l1-value")).to_have_text("Milan")
-    await expect(city.locator(".l1-key")).to_have_class("l1-key")  # the key stayed
-    await expect(line(panel, "trip")).to_have_class("l1-line")  # unchanged: no highlight
-    fading = await budget.evaluate("n => getComputedStyle(n).animationName")
-    assert fading == "l1-fade"
     await page.screenshot(path=str(SHOTS.joinpath("l1-highlighted-diff.png")))
-    await expect(panel.locator(".hl-new, .hl-changed")).to_have_count(0, timeout=4000)
-    shown = time.monotonic() - seen
-    assert 0.8 < shown < 4, f"the highlight lasted {shown:.2f} s"
+    second = await drawn(page, "v2 of 2")
+    lines = second["lines"]
+    assert lines["budget"]["line"] == "l1-line hl-new"
+    assert lines["user_city"]["line"] == "l1-line hl-changed"
+    assert lines["user_city"]["value"] == "l1-value hl-changed"
+    assert lines["user_city"]["key"] == "l1-key"  # the key stayed
+    assert lines["trip"]["line"] == "l1-line"  # unchanged: no highlight
+    assert lines["budget"]["fading"] == "l1-fade"
+    shown = (second["fadedAt"] - second["drawnAt"]) / 1000
+    assert 1.4 < shown < 6, f"the highlight lasted {shown:.2f} s"  # about 1.5 s
+    await expect(city.locator(".l1-value")).to_have_text("Milan")
+    budget = line(panel, "budget")
 
     # prev replays version 1 (history: no delete buttons), next comes back.
     await panel.locator(".l1-prev").click()
