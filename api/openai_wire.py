@@ -11,6 +11,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.schemas import Text
 from orchestrator.events import (
     ClientToolCalls,
     MessageChunk,
@@ -24,17 +25,17 @@ from orchestrator.events import (
 class TextPart(BaseModel):
     model_config = ConfigDict(extra="allow")
     type: str
-    text: str | None = None
+    text: Text | None = None
 
 
 class FunctionCall(BaseModel):
-    name: str
-    arguments: str
+    name: Text
+    arguments: Text
 
 
 class ToolCallIn(BaseModel):
     model_config = ConfigDict(extra="allow")
-    id: str
+    id: Text
     type: Literal["function"] = "function"
     function: FunctionCall
 
@@ -42,10 +43,11 @@ class ToolCallIn(BaseModel):
 class MessageIn(BaseModel):
     model_config = ConfigDict(extra="allow")  # (reasoning_content, refusal, audio: not stored)
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
-    name: str | None = None
+    # (Text: what is stored can hold no NUL, nor a lone surrogate; either is a 422.)
+    content: Text | list[TextPart] | None = None
+    name: Text | None = None
     tool_calls: list[ToolCallIn] | None = None
-    tool_call_id: str | None = None
+    tool_call_id: Text | None = None
 
 
 class StreamOptions(BaseModel):
@@ -58,13 +60,13 @@ class ChatCompletionIn(BaseModel):
     brain and the chat's settings decide them)."""
 
     model_config = ConfigDict(extra="allow")
-    model: str = Field(description="echoed back; jin's configured brain answers")
+    model: Text = Field(description="echoed back; jin's configured brain answers")
     messages: list[MessageIn] = Field(min_length=1)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    user: str | None = Field(None, min_length=1, max_length=200,
+    user: Text | None = Field(None, min_length=1, max_length=200,
                              description="the memory's user, within the key's tenant")
-    metadata: dict[str, str] | None = Field(
+    metadata: dict[str, Text] | None = Field(
         None, description="`chat_id` names the chat (as `X-Jin-Chat-Id` does)")
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None

@@ -18,15 +18,20 @@ BusyPolicyIn = Literal["queue", "reject", "interrupt"]
 NO_NUL = r"^[^\u0000]*$"
 
 
-def _no_nul(value: str) -> str:
-    # Postgres text cannot hold NUL; say so as a 422 instead of failing on write.
+def _storable(value: str) -> str:
+    # Postgres text cannot hold NUL, nor UTF-8 a lone surrogate (JSON's "\\ud800" escapes
+    # one): say so as a 422 instead of failing on write.
     if "\x00" in value:
         raise ValueError("must not contain NUL (\\u0000) characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError("must not contain lone surrogates (\\ud800-\\udfff)") from exc
     return value
 
 
-# The pattern tells clients (and the spec tests) what _no_nul enforces.
-Text = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": NO_NUL})]
+# The pattern tells clients (and the spec tests) what _storable enforces of NUL.
+Text = Annotated[str, AfterValidator(_storable), Field(json_schema_extra={"pattern": NO_NUL})]
 
 
 def _integral(value: Any) -> Any:

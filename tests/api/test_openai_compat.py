@@ -418,3 +418,22 @@ async def test_an_answer_does_not_wait_for_the_turns_memory_update(
                 break
             await asyncio.sleep(0.05)
         assert "user_city: Oslo" in state["memory"]
+
+
+async def test_text_postgres_cannot_hold_is_a_bad_request_and_nothing_is_stored(
+    jin_oai: Jin,
+) -> None:
+    # A NUL in the system prompt or a message, or a lone surrogate (JSON's "\ud86a"), once made
+    # the write fail with a 500 (found by the spec's fuzzing).
+    for body in ('{"model": "jin", "messages": [{"role": "developer", "content": "a\\u0000"},'
+                 ' {"role": "user", "content": "hi"}]}',
+                 '{"model": "jin", "messages": [{"role": "user", "content": "a\\ud86ab"}]}',
+                 '{"model": "jin", "messages": [{"role": "user", "content": "hi",'
+                 ' "name": "a\\u0000"}]}'):
+        response = await jin_oai.http.post(
+            "/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["code"] == "invalid_request"
+    chats = (await jin_oai.http.get("/v1/chats", params={"user_id": "default"})).json()
+    assert chats["chats"] == []
