@@ -43,7 +43,7 @@ class ToolCallIn(BaseModel):
 class MessageIn(BaseModel):
     model_config = ConfigDict(extra="allow")  # (reasoning_content, refusal, audio: not stored)
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    # (Text: what is stored can hold no NUL, nor a lone surrogate; either is a 422.)
+    # (Text: what is stored can hold no NUL, nor a lone surrogate: either is a bad request.)
     content: Text | list[TextPart] | None = None
     name: Text | None = None
     tool_calls: list[ToolCallIn] | None = None
