@@ -381,10 +381,13 @@ async def run_step(
             if done is not None:
                 yield done
                 helper_ms += done.helper_ms
-    if l1 is not None and deps.runtime_memory is not None and (update := await (
-            deps.runtime_memory.wait_for(l1, wait=None if started.await_memory else 0))
-    ) is not None:
-        yield update
+    if l1 is not None and deps.runtime_memory is not None:
+        waited = time.perf_counter()
+        update = await deps.runtime_memory.wait_for(l1, wait=None if started.await_memory else 0)
+        # (Time spent on the helper's answer: the model's, never the server's overhead.)
+        helper_ms += (time.perf_counter() - waited) * 1000
+        if update is not None:
+            yield update
     timings = step_timings(started, model_started, model_ended, answer, helper_ms)
     yield telemetry(timings, started.route.nodes)
     yield StepEnd(begun.step_id, outcome.type, timings)

@@ -252,6 +252,18 @@ async def test_an_update_longer_than_the_wait_still_lands_and_the_next_context_s
         assert any("user_city: Quito" in str(m["content"]) for m in context["messages"])
 
 
+async def test_the_wait_for_the_update_counts_as_the_helpers_time_not_the_servers(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer
+) -> None:
+    chat = await new_chat(client)
+    events = await turn(client, model, helper, chat, "I live in Quito", "Noted.",
+                        Reply(["user_city: Quito"], delay=1.0))
+    assert "runtime_memory_update" in names(events)
+    timings = dict(events)["step_end"]["timings"]
+    assert timings["helper_ms"] >= 900  # the step waited for the helper's second
+    assert timings["overhead_ms"] < timings["helper_ms"]
+
+
 async def test_an_update_that_outlives_its_step_reaches_the_sockets_following_the_chat(
     jin_factory: Callable[..., str], model: FakeOpenAIServer, helper: FakeOpenAIServer
 ) -> None:
