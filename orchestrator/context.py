@@ -244,16 +244,7 @@ def assemble(
 def with_memory(plan: PromptPlan, recalled: list[str], counter: TokenCounter) -> PromptPlan:
     """The plan with its memory fence filled: the older history gives way to it, the rest
     stands as assembled (no second pre-pass)."""
-    memory_section = _memory_section(recalled, counter)
-    fixed = sum(s.tokens for s in plan.sections if s.name not in ("history", "memory"))
-    history = _fit_newest(plan.older, plan.budget.total - fixed - memory_section.tokens)
-    sections = [
-        _rows_section("history", history) if s.name == "history"
-        else memory_section if s.name == "memory" else s
-        for s in plan.sections
-    ]
-    return PromptPlan(sections, plan.budget, len(plan.older) - len(history), plan.more_before,
-                      plan.older)
+    return _with_section(plan, _memory_section(recalled, counter))
 
 
 def with_runtime_memory(plan: PromptPlan, state_text: str, counter: TokenCounter) -> PromptPlan:
@@ -263,12 +254,16 @@ def with_runtime_memory(plan: PromptPlan, state_text: str, counter: TokenCounter
         return plan
     text = fence(RUNTIME_MEMORY_TAG, RUNTIME_MEMORY_PREAMBLE, state_text)
     messages = [PromptMessage("system", text)]
-    section = Section("runtime_memory", messages, _tokens(messages, counter))
-    fixed = sum(s.tokens for s in plan.sections if s.name not in ("history", "runtime_memory"))
+    return _with_section(plan, Section("runtime_memory", messages, _tokens(messages, counter)))
+
+
+def _with_section(plan: PromptPlan, section: Section) -> PromptPlan:
+    """The plan with `section` in place of its namesake; the older history gives way to it."""
+    fixed = sum(s.tokens for s in plan.sections if s.name not in ("history", section.name))
     history = _fit_newest(plan.older, plan.budget.total - fixed - section.tokens)
     sections = [
         _rows_section("history", history) if s.name == "history"
-        else section if s.name == "runtime_memory" else s
+        else section if s.name == section.name else s
         for s in plan.sections
     ]
     return PromptPlan(sections, plan.budget, len(plan.older) - len(history), plan.more_before,

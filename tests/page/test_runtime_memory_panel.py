@@ -30,6 +30,13 @@ async def say(page: Page, model: FakeOpenAIServer, helper: FakeOpenAIServer, tex
     await expect(page.locator("#send")).to_have_text("send")
 
 
+async def memory_panel(page: Page) -> Locator:
+    """The page opened, with its memory panel (Alt+M): the L1 section."""
+    await open_page(page)
+    await page.keyboard.press("Alt+m")
+    return page.locator("#runtime-memory")
+
+
 def line(panel: Locator, key: str) -> Locator:
     return panel.locator(f".l1-line[data-key='{key}']")
 
@@ -67,9 +74,7 @@ async def drawn(page: Page, version: str) -> dict[str, Any]:
 async def test_the_panel_shows_each_update_highlighted_replays_versions_and_deletes_a_line(
     page: Page, model: FakeOpenAIServer, helper: FakeOpenAIServer, jin: str
 ) -> None:
-    await open_page(page)
-    await page.keyboard.press("Alt+m")
-    panel = page.locator("#runtime-memory")
+    panel = await memory_panel(page)
     await expect(panel).to_contain_text("No chat open.")
 
     await page.evaluate(_WATCH, "v1 of 1")
@@ -141,9 +146,7 @@ async def test_the_panel_shows_each_update_highlighted_replays_versions_and_dele
 async def test_forget_all_empties_the_state(
     page: Page, model: FakeOpenAIServer, helper: FakeOpenAIServer, jin: str
 ) -> None:
-    await open_page(page)
-    await page.keyboard.press("Alt+m")
-    panel = page.locator("#runtime-memory")
+    panel = await memory_panel(page)
     await say(page, model, helper, "I like tea", "Tea is good.", "drink: tea")
     await expect(panel.locator(".l1-line")).to_have_count(1)
     await panel.get_by_role("button", name="forget all").click()
@@ -156,9 +159,7 @@ async def test_forget_all_empties_the_state(
 async def test_a_line_is_made_durable_from_the_panel(
     page: Page, model: FakeOpenAIServer, helper: FakeOpenAIServer, jin: str
 ) -> None:
-    await open_page(page)
-    await page.keyboard.press("Alt+m")
-    panel = page.locator("#runtime-memory")
+    panel = await memory_panel(page)
     await say(page, model, helper, "I like tea", "Tea is good.", "drink: tea")
     toggle = line(panel, "drink").get_by_role("button", name="durable")
     await expect(toggle).to_have_attribute("aria-pressed", "false")
