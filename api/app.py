@@ -263,6 +263,9 @@ def _roles(settings: Settings) -> tuple[ProviderConfig, ProviderConfig,
     log.info("brain: %s at %s%s", brain.model, brain.base_url,
              " (the helper's server)" if brain.served_by else "")
     log.info("helper: %s at %s", helper.model, helper.base_url)
+    if helper.embedded and not settings.runtime_memory_on():
+        log.info("L1 runtime memory is off with the embedded helper (JIN_RUNTIME_MEMORY=true "
+                 "turns it on, at ~10 s of the model's thread a turn)")
     return brain, helper, embedded
 
 
@@ -338,7 +341,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             config=settings.runtime_memory_config(),
             on_rejected=lambda reason: meter.runtime_memory_rejections.labels(reason).inc(),
             listeners=[lambda _event: meter.runtime_memory_updates.inc()],
-        ) if settings.runtime_memory else None
+        ) if settings.runtime_memory_on() else None
         deps = StepDeps(
             chats=chats,
             steps=steps,

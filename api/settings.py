@@ -140,8 +140,9 @@ class Settings(BaseSettings):
     # its types replace the defaults of the same name. Checked here, so a mistake stops startup.
     memory_schemas: Path | None = None
     # L1 runtime memory (orchestrator/runtime_memory.py): the helper's compact state of each chat,
-    # rewritten after every turn, versioned, and fenced into the next prompt.
-    runtime_memory: bool = True
+    # rewritten after every turn, versioned, and fenced into the next prompt. Unset: on when the
+    # helper is a configured server, off with the embedded one (see runtime_memory_on).
+    runtime_memory: bool | None = None
     l1_wait_s: float = Field(default=2.0, ge=0)  # how long step_end waits for the update
     l1_budget_tokens: int = Field(default=512, ge=0)  # of the prompt
     l1_max_tokens: int = Field(default=512, gt=0)  # the helper's answer
@@ -269,6 +270,14 @@ class Settings(BaseSettings):
         given = {n: getattr(self, f"recall_{n}") for n in names}
         set_ = {k: v for k, v in given.items() if v is not None}
         return RecallConfig(enabled=self.recall, **set_)
+
+    def runtime_memory_on(self) -> bool:
+        """Whether L1 runs. Unset, it follows the helper: the embedded 135M model spends about
+        10 s of the one model thread on each update, which the next turn waits for, and most of
+        its states are rejected as truncated or repeated, so it is opt-in there."""
+        if self.runtime_memory is not None:
+            return self.runtime_memory
+        return self.provider("helper") is not None
 
     def runtime_memory_config(self) -> RuntimeMemoryConfig:
         """RuntimeMemoryConfig from every `JIN_L1_*`."""

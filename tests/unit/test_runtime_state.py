@@ -174,3 +174,16 @@ def test_the_state_cannot_close_its_fence_and_an_echo_of_it_is_scrubbed() -> Non
     assert fence.tokens > 0 and text_.count("</runtime-memory>") == 1
     assert text_.endswith("</runtime-memory>") and "‹/runtime-memory>" in text_
     assert scrub(f"Sure.{text_} Done") == "Sure. Done"  # the model echoes the fence it read
+
+
+def test_l1_is_opt_in_with_the_embedded_helper_and_on_with_a_helper_server(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from api.settings import Settings
+    for name in ("JIN_RUNTIME_MEMORY", "JIN_HELPER_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert not Settings().runtime_memory_on()  # `make run`: SmolLM2 would hold its thread ~10 s
+    assert Settings(helper_url="http://127.0.0.1:9/v1").runtime_memory_on()
+    monkeypatch.setenv("JIN_RUNTIME_MEMORY", "true")
+    assert Settings().runtime_memory_on()
+    monkeypatch.setenv("JIN_RUNTIME_MEMORY", "false")
+    assert not Settings(helper_url="http://127.0.0.1:9/v1").runtime_memory_on()
