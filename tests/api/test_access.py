@@ -159,6 +159,15 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         assert [f["text"] for f in facts] == ["code 4417"]
         l1 = (await a.get(f"/v1/chats/{chat}/runtime-memory")).json()
         assert (l1["version"], l1["memory"]) == (1, "locker_code: 4417")
+        # B's chat gets its own state, in the background (an OpenAI client never waits for it),
+        # and nothing of A's; A cannot read it.
+        b_chat = oai.headers["x-jin-chat-id"]
+        deadline = time.monotonic() + 30
+        while (seen := await b.get(f"/v1/chats/{b_chat}/runtime-memory")).status_code == 404:
+            assert time.monotonic() < deadline, seen.text
+            await asyncio.sleep(0.05)
+        assert seen.json()["memory"] == "asked_about: a locker code"
+        _refused(await a.get(f"/v1/chats/{b_chat}/runtime-memory"), 404, "chat_not_found")
 
 
 async def test_a_key_over_its_rate_limit_is_told_when_to_come_back(
@@ -196,7 +205,14 @@ async def test_steps_over_the_worker_cap_get_503_with_retry_after(
         events = await running
         assert events[-1][1]["status"] == "complete"
         model.push(Reply(["now"]))
-        assert (await stream_step(client, second, "hi"))[-1][1]["status"] == "complete"
+        # The first step's slot is freed just after its last byte: a client that follows
+        # Retry-After gets in.
+        for _ in range(20):
+            again = await client.post(f"/v1/chats/{second}/messages", json={"content": "hi"})
+            if again.status_code != 503:
+                break
+            await asyncio.sleep(float(again.headers["retry-after"]) / 10)
+        assert again.status_code == 200 and again.json()["status"] == "complete", again.text
 
 
 def _free_port() -> int:
