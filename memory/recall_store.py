@@ -115,28 +115,38 @@ SCORE = """(((CASE WHEN dense_rank IS NULL THEN 0
 # every lexeme it begins. (tests/integration/test_recall_store.py checks the scores against a
 # reference BM25.)
 _QUERY_TERMS = """qt AS MATERIALIZED (
-    SELECT DISTINCT u.lexeme AS term, w.prefix
-    FROM unnest(CAST(:words AS text[]), CAST(:prefix AS bool[])) AS w(word, prefix),
-         unnest(to_tsvector('jin_search', w.word)) u
+    SELECT term, prefix,  -- a prefix's own query, for the rows it matches
+           CAST(format('''%s'':*', replace(term, '''', '''''')) AS tsquery) AS starts
+    FROM (SELECT DISTINCT u.lexeme AS term, w.prefix
+          FROM unnest(CAST(:words AS text[]), CAST(:prefix AS bool[])) AS w(word, prefix),
+               unnest(to_tsvector('jin_search', w.word)) u) t
 ), """
 
 
 def _bm25(name: str, matches: str, docs: str) -> str:
     """CTEs ending in `{name}`: the rows of `matches` (id, tsv), scored like BM25, ranked (`r`),
-    those below the floor left out, the best `:n` kept."""
+    those below the floor left out, the best `:n` kept.
+
+    A row's exact query terms are cut out of its vector whole (`setweight` marks them,
+    `ts_filter` keeps them) rather than every lexeme of the row unnested and joined: 500
+    matches of ~150 words each took ~390 ms that way, ~28 ms this one (bench/README.md, keyword
+    BM25). A prefix unnests only the rows it matches. A row's length is its number of distinct
+    lexemes (`length`, Singhal's "pivoted unique" normalisation): its token count would need
+    every lexeme unnested again."""
     return f"""{name}x AS MATERIALIZED ({matches}
-), {name}u AS MATERIALIZED (
-    SELECT x.id, u.lexeme, greatest(cardinality(u.positions), 1) AS tf
-    FROM {name}x x, unnest(x.tsv) u
-), {name}l AS MATERIALIZED (
-    SELECT id, sum(tf)::float8 AS dl FROM {name}u GROUP BY id
-), {name}h AS MATERIALIZED (  -- the exact terms by a hash join, the few prefixes one by one
+), {name}l AS MATERIALIZED (  -- (the average on every row: a join to it was planned as a
+    -- loop that averaged again for each term of each row)
+    SELECT id, dl, greatest(avg(dl) OVER (), 1) AS avgdl
+    FROM (SELECT id, greatest(length(tsv), 1)::float8 AS dl FROM {name}x) d
+), {name}h AS MATERIALIZED (  -- the exact terms cut out whole, the few prefixes one by one
     SELECT id, term, sum(tf) AS tf FROM (
-        SELECT u.id, q.term, u.tf FROM {name}u u JOIN qt q ON u.lexeme = q.term
-        WHERE NOT q.prefix
+        SELECT x.id, u.lexeme AS term, greatest(cardinality(u.positions), 1) AS tf
+        FROM {name}x x, unnest(ts_filter(setweight(x.tsv, 'A', (SELECT coalesce(
+            array_agg(term), '{{}}') FROM qt WHERE NOT prefix)), '{{a}}')) u
         UNION ALL
-        SELECT u.id, q.term, u.tf FROM {name}u u
-        JOIN qt q ON q.prefix AND starts_with(u.lexeme, q.term)) h
+        SELECT x.id, q.term, greatest(cardinality(u.positions), 1)
+        FROM qt q JOIN {name}x x ON q.prefix AND x.tsv @@ q.starts, unnest(x.tsv) u
+        WHERE starts_with(u.lexeme, q.term)) h
     GROUP BY id, term
 ), {name} AS MATERIALIZED (
     -- (Rounded: a sum's last bits depend on the order its terms came in, which may differ
@@ -144,12 +154,11 @@ def _bm25(name: str, matches: str, docs: str) -> str:
     SELECT id, score, row_number() OVER (ORDER BY round(score::numeric, 9) DESC, id) AS r FROM (
       SELECT id, score, max(score) OVER () AS best FROM (
         SELECT h.id, sum(t.idf * h.tf * (CAST(:k1 AS float8) + 1) / (h.tf + CAST(:k1 AS float8)
-                   * (1 - CAST(:b AS float8) + CAST(:b AS float8) * l.dl / a.avgdl))) AS score
+                   * (1 - CAST(:b AS float8) + CAST(:b AS float8) * l.dl / l.avgdl))) AS score
         FROM {name}h h JOIN {name}l l USING (id)
         JOIN (SELECT term, ln(1 + (greatest(n.docs, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf
               FROM (SELECT term, count(*) AS df FROM {name}h GROUP BY term) f,
-                   (SELECT ({docs})::float8 AS docs) n) t USING (term),
-             (SELECT greatest(avg(dl), 1) AS avgdl FROM {name}l) a
+                   (SELECT ({docs})::float8 AS docs) n) t USING (term)
         GROUP BY h.id) s0) s
     WHERE score >= CAST(:min_keyword AS float8) * best  -- a share of the best match's score
     ORDER BY r LIMIT :n

@@ -35,20 +35,25 @@ def tokens(text: str) -> list[str]:
 
 
 def bm25_scores(query: Sequence[str], docs: Sequence[Sequence[str]], k1: float = 1.2,
-                b: float = 0.75) -> list[float]:
-    """The BM25 score of each document (token lists) for the query's tokens, in docs' order."""
-    return BM25(docs, k1, b).scores(query)
+                b: float = 0.75, *, unique_lengths: bool = False) -> list[float]:
+    """The BM25 score of each document (token lists) for the query's tokens, in docs' order.
+    `unique_lengths`: a document's length is its number of distinct tokens, as jin's keyword
+    recall counts it (memory/recall_store.py `_bm25`)."""
+    return BM25(docs, k1, b, unique_lengths=unique_lengths).scores(query)
 
 
 class BM25:
     """BM25 over a fixed corpus, its statistics computed once for many queries."""
 
-    def __init__(self, docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75, *,
+                 unique_lengths: bool = False) -> None:
         self.k1, self.b = k1, b
         self.n = len(docs)
         self.counts = [Counter(d) for d in docs]
-        avgdl = sum(len(d) for d in docs) / self.n if self.n else 1.0
-        self.norms = [k1 * (1 - b + b * len(d) / (avgdl or 1.0)) for d in docs]
+        lengths = [len(c) if unique_lengths else len(d) for c, d in zip(self.counts, docs,
+                                                                          strict=True)]
+        avgdl = sum(lengths) / self.n if self.n else 1.0
+        self.norms = [k1 * (1 - b + b * n / (avgdl or 1.0)) for n in lengths]
         self.df: Counter[str] = Counter()
         for c in self.counts:
             self.df.update(c.keys())

@@ -279,7 +279,8 @@ async def test_keyword_scores_are_bm25_over_the_users_rows_in_either_form(
     from memory.evaluation.baselines import bm25_scores
 
     # Every row holds a word of the query, so the matching rows are all of the user's rows and
-    # their average length is the corpus's: the scores must be BM25's, to rounding. Not indexed:
+    # their average length is the corpus's: the scores must be BM25's, to rounding, a row's
+    # length being its distinct lexemes (the "garden" row repeats its word four times). Not indexed:
     # the rows are found by their full text alone (read-your-writes, migration 0011).
     docs = ["The garden shed needs a new roof before winter",
             "Garden tomatoes, garden beans, garden peas: the garden is full",
@@ -299,7 +300,7 @@ async def test_keyword_scores_are_bm25_over_the_users_rows_in_either_form(
         words = lexemes([tuple(r) for r in (await conn.execute(text(
             "SELECT lexeme, positions FROM unnest(to_tsvector('jin_search', :t))"),
             {"t": query})).all()])
-    expected = dict(zip(docs, bm25_scores(words, corpus), strict=True))
+    expected = dict(zip(docs, bm25_scores(words, corpus, unique_lengths=True), strict=True))
     recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
     for form in ("for any user", "known to be small"):  # the first answer tells it kim is small
         found = await recall.search("t", "kim", query, mode="keyword", limit=10)
