@@ -78,7 +78,7 @@ async function afterTurn(turn) {
   else await guard(history.newer());
   for (const c of turn.compactions) await guard(history.after(c.through));
   if (turn.timings) showStep(turn);
-  if (turn.failure) showModels(); // a provider error: does the role still answer?
+  if (turn.failure) showModels(); // after an error: does each role still answer?
   refreshPanel();
 }
 
