@@ -135,6 +135,34 @@ async def test_a_provider_error_shows_inline_and_retry_sends_again(
     await expect(page.locator(".msg.user .content")).to_have_count(2)
 
 
+async def test_a_detected_loop_shows_inline_with_its_preview_and_retry_answers_anew(
+    page: Page, model: FakeOpenAIServer
+) -> None:
+    model.push(Reply(["Sure. "] + ["yes "] * 400, chunk_delay=0.002))
+    await open_page(page)
+    await _send(page, "say yes")
+    answer = page.locator(".msg.assistant").last
+    error = answer.locator(".error")
+    await expect(error.locator("code")).to_have_text("loop_detected")
+    await expect(error).to_contain_text("word_loop")
+    await expect(error.locator(".preview")).to_have_text(" ".join(["yes"] * 8))
+    await expect(answer.locator(".note")).to_have_text("stopped")
+    await expect(page.locator("#send")).to_have_text("send")
+
+    model.push(Reply(["No more loops."]))
+    await error.locator("button.retry").click()
+    await expect(page.locator(".msg.assistant .content").last).to_have_text("No more loops.")
+    await expect(page.locator(".msg.user .content")).to_have_count(2)
+    await expect(page.locator(".msg.user .content").last).to_have_text("say yes")
+    # Read back from the history, the stopped answer still says why, with what repeated.
+    await page.reload()
+    await page.locator("body[data-ready]").wait_for(state="attached")
+    stored = page.locator(".msg.assistant").first.locator(".error")
+    await expect(stored.locator("code")).to_have_text("loop_detected")
+    await expect(stored.locator(".preview")).to_have_text(" ".join(["yes"] * 8))
+    await expect(page.locator(".msg.assistant .error")).to_have_count(1)
+
+
 async def test_the_memory_tools_show_as_compact_lines(
     page: Page, model: FakeOpenAIServer
 ) -> None:

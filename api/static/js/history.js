@@ -92,9 +92,14 @@ export class History {
     if (existing && row.status === "streaming") return;
     this.rows.set(row.id, row);
     const node = rowElement(row, () => this.onRetry(row));
-    // A streamed error says more (its code, the provider's words) than the stored row.
-    const streamed = existing?.dataset.live !== undefined && existing.querySelector(".error");
-    if (streamed) node.querySelector(".error")?.replaceWith(streamed);
+    // What only the stream told stays: its error says more (the code, the provider's words)
+    // than the stored row, and the step's timings per node are stored nowhere else.
+    if (existing?.dataset.live !== undefined) {
+      const error = existing.querySelector(".error");
+      if (error) node.querySelector(".error")?.replaceWith(error);
+      const timings = existing.querySelector(".telemetry");
+      if (timings) node.querySelector(".body")?.append(timings);
+    }
     if (existing) existing.replaceWith(node);
     else this.log.insertBefore(node, this.successor(row.position));
     if (this.last === null || row.position > this.last) this.last = row.position;

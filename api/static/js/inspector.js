@@ -1,6 +1,6 @@
 // The context inspector: what the next step would send, section by section, against the
 // budget; what recall found and its scores; what compaction decided last and will do next.
-import { h, clear, formatNumber } from "./dom.js";
+import { h, clear, formatMs, formatNumber } from "./dom.js";
 
 const LABELS = {
   system: "system prompt", head: "first exchange", summary: "summary", history: "older history",
@@ -26,7 +26,8 @@ export class Inspector {
     const context = await this.api.get(`/v1/chats/${chatId}/context?${params}`);
     this.context = context;
     clear(this.node).append(
-      overview(context), sectionList(context), recalled(context), compaction(context));
+      overview(context), sectionList(context), translation(context), recalled(context),
+      compaction(context));
     return context;
   }
 }
@@ -76,8 +77,10 @@ function sectionList(context) {
 function sectionRow(section, messages, budget) {
   const label = LABELS[section.name] || section.name;
   const text = h("div", { class: "section-text", hidden: true });
+  // The system section is the chat's system prompt snapshot, as every step sends it.
+  const none = section.name === "system" ? "this chat has no system prompt" : "empty";
   const toggle = h("button", { type: "button", class: "link", disabled: !messages.length,
-    "aria-expanded": "false", onclick: () => {
+    title: messages.length ? "the exact text" : none, "aria-expanded": "false", onclick: () => {
       if (!text.childElementCount) text.append(...messages.map(promptMessage));
       text.hidden = !text.hidden;
       toggle.setAttribute("aria-expanded", String(!text.hidden));
@@ -102,6 +105,27 @@ function promptMessage(m) {
   return h("div", { class: "prompt-message" },
     h("div", { class: "role" }, m.role, m.tool_call_id ? ` · ${m.tool_call_id}` : ""),
     h("pre", {}, body));
+}
+
+// The planner's route, and what the translator made of the newest translated user message:
+// the brain read that English text, not the user's words (the system prompt and every other
+// section's text are in the section list above).
+function translation(context) {
+  const route = (context.route || []).join(" → ");
+  const t = context.translation;
+  const head = h("h3", {}, "Translation");
+  const about = h("p", { class: "quiet route" }, `route: ${route || "–"}`);
+  if (!t) return h("section", { class: "translation" }, head, about,
+    h("p", { class: "quiet" }, "The newest message went to the brain in the user's words."));
+  const usage = t.usage || {};
+  return h("section", { class: "translation" }, head, about,
+    h("p", { class: "quiet" }, `translated to ${t.target || "en"} in ${formatMs(t.ms)}` +
+      (usage.prompt_tokens !== undefined
+        ? `, ${formatNumber(usage.prompt_tokens)} in, ${formatNumber(usage.completion_tokens)} out`
+        : "")),
+    h("details", { class: "translator-text" }, h("summary", {}, "translator's text"),
+      h("div", { class: "role" }, "the user wrote"), h("pre", { class: "original" }, t.source),
+      h("div", { class: "role" }, "the brain read"), h("pre", { class: "translated" }, t.text)));
 }
 
 function recalled(context) {

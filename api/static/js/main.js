@@ -1,5 +1,5 @@
 // The page: wires the chat list, the history, the composer, the panel and the status line.
-import { $, formatMs, formatNumber } from "./dom.js";
+import { $, h, formatMs, formatNumber } from "./dom.js";
 import { Api } from "./api.js";
 import { ChatList } from "./chats.js";
 import { History } from "./history.js";
@@ -78,6 +78,7 @@ async function afterTurn(turn) {
   else await guard(history.newer());
   for (const c of turn.compactions) await guard(history.after(c.through));
   if (turn.timings) showStep(turn);
+  if (turn.failure) showModels(); // after an error: does each role still answer?
   refreshPanel();
 }
 
@@ -95,22 +96,46 @@ function showContext(context) {
 }
 
 function showStep(turn) {
-  const usage = turn.usage || {};
+  const usage = stepTokens(turn.telemetry) || turn.usage || {};
   const tokens = `${formatNumber(usage.prompt_tokens)} in, ${formatNumber(usage.completion_tokens)} out`;
-  $("#last-step").textContent = `last step: ${tokens}, ${formatMs(turn.timings.total_ms)}` +
+  const last = $("#last-step");
+  last.textContent = `last step: ${tokens}, ${formatMs(turn.timings.total_ms)}` +
     (turn.timings.model_ms !== undefined ? ` (model ${formatMs(turn.timings.model_ms)})` : "");
+  // Per node on hover here; the answer itself folds the full table.
+  last.title = (turn.telemetry?.nodes || []).map((n) => `${n.node}: ${formatMs(n.ms)}` +
+    (n.prompt_tokens !== undefined ? `, ${n.prompt_tokens} in, ${n.completion_tokens} out` : ""))
+    .join("\n");
 }
 
+// The step's tokens: every node's that its server counted (translator, brain, ...).
+function stepTokens(telemetry) {
+  const counted = (telemetry?.nodes || []).filter((n) => n.prompt_tokens !== undefined);
+  if (!counted.length) return null;
+  const sum = (side) => counted.reduce((total, n) => total + (n[side] || 0), 0);
+  return { prompt_tokens: sum("prompt_tokens"), completion_tokens: sum("completion_tokens") };
+}
+
+// Each model role: its model, its context window, and whether its server answers now.
 async function showModels() {
+  const node = $("#models");
   try {
     const status = await api.get("/v1/status");
-    const roles = Object.entries(status.roles)
-      .map(([role, r]) => `${role}: ${r.model ?? "–"}`).join(" · ");
-    $("#models").textContent = roles;
+    node.replaceChildren(...Object.entries(status.roles).map(([name, r]) => role(name, r)));
     if (status.banner) banner(status.banner);
   } catch (err) {
-    $("#models").textContent = err.status === 403 ? "models: admin key needed" : "";
+    node.textContent = err.status === 403 ? "models: admin key needed" : "";
   }
+}
+
+function role(name, r) {
+  const up = r.answers !== false;
+  const size = r.context_window ? ` · ${formatNumber(r.context_window)}` : "";
+  const where = r.embedded ? "built in" : r.url;
+  return h("span", { class: `role ${up ? "up" : "down"}`, dataset: { role: name },
+    title: `${name}: ${r.model ?? "–"} at ${where ?? "–"}, window ${formatNumber(r.context_window)}` +
+      ` tokens; ${up ? "answers" : `does not answer${r.error ? `: ${r.error}` : ""}`}` },
+  h("span", { class: "dot", "aria-label": up ? "answers" : "does not answer" }, up ? "●" : "○"),
+  ` ${name}: ${r.model ?? "–"}${size}`);
 }
 
 function banner(text) {

@@ -1,6 +1,6 @@
 // The rows of a chat as the page shows them: messages, summary and "start over" lines, the
 // memory actions of an answer, and the answer that is streaming now.
-import { h, formatNumber } from "./dom.js";
+import { h, formatMs, formatNumber } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 
 // What the page measured, for bench/page.py and the tests: chunks seen, frames drawn, time.
@@ -78,6 +78,8 @@ export class MessageView {
     for (const action of row.meta?.actions || []) this.action(action);
     this.draw();
     if (row.status === "failed") this.error("failed", "the answer failed", onRetry);
+    const loop = row.meta?.loop;
+    if (loop) this.error("loop_detected", loopText(loop), onRetry, loop.preview);
     this.end(row.status, row.usage);
   }
 
@@ -159,13 +161,32 @@ export class MessageView {
     else list.append(line);
   }
 
-  error(code, text, onRetry) {
+  // An error under the answer, with a retry; a loop's error quotes what repeated.
+  error(code, text, onRetry, preview) {
     this.body.querySelector(".error")?.remove();
     const retry = onRetry && h("button", { class: "retry", type: "button", onclick: onRetry },
       "retry");
     this.body.insertBefore(
-      h("div", { class: "error", role: "alert" }, h("code", {}, code), " ", text, " ", retry),
-      this.body.querySelector(".note"));
+      h("div", { class: "error", role: "alert" }, h("code", {}, code), " ", text, " ", retry,
+        preview ? h("blockquote", { class: "preview", title: "the repeated text" }, preview)
+          : null),
+      this.body.querySelector(".note, .telemetry"));
+  }
+
+  // The step's time and tokens per node (the `telemetry` event), folded under the answer.
+  telemetry(t) {
+    this.body.querySelector(".telemetry")?.remove();
+    const row = (name, ms, n = {}) => h("tr", { dataset: { node: name } },
+      h("td", {}, name), h("td", { class: "num ms" }, formatMs(ms)),
+      h("td", { class: "num in" }, formatNumber(n.prompt_tokens)),
+      h("td", { class: "num out" }, formatNumber(n.completion_tokens)));
+    this.body.append(h("details", { class: "telemetry" },
+      h("summary", {}, `step ${formatMs(t.total_ms)}: ` +
+        t.nodes.map((n) => `${n.node} ${formatMs(n.ms)}`).join(", ")),
+      h("table", {},
+        h("thead", {}, h("tr", {}, ["node", "time", "in", "out"].map((k) => h("th", {}, k)))),
+        h("tbody", {}, t.nodes.map((n) => row(n.node, n.ms, n)),
+          row("overhead", t.overhead_ms), row("total", t.total_ms)))));
   }
 
   end(status, usage) {
@@ -178,8 +199,14 @@ export class MessageView {
       parts.push(`${formatNumber(n)} ${n === 1 ? "token" : "tokens"}`);
     }
     const note = parts.filter(Boolean).join(" · ");
-    if (note) this.body.append(h("div", { class: "note" }, note));
+    if (note) this.body.insertBefore(h("div", { class: "note" }, note),
+      this.body.querySelector(".telemetry"));
   }
+}
+
+function loopText(loop) {
+  return `the ${loop.where || "answer"} began to repeat itself (${loop.rule}: ` +
+    `${loop.repeats} times in a row); the model was stopped`;
 }
 
 export function atBottom(scroller) {

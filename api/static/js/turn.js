@@ -9,6 +9,8 @@ export class Turn {
     this.compactions = [];
     this.usage = null;
     this.timings = null;
+    this.telemetry = null;
+    this.failure = null;
     this.actions = 0;
     this.answer = null;
   }
@@ -41,10 +43,14 @@ export class Turn {
       thinking_chunk(d) { this.view().addThinking(d.chunk); },
       message_chunk(d) { this.view().addChunk(d.chunk); },
       runtime_action(d) { this.actions++; this.view().action(d); },
-      message_error(d) { this.view().error(d.code, d.text, () => this.onRetry(this.content)); },
+      message_error(d) {
+        this.failure = d.code;
+        this.view().error(d.code, d.text, () => this.onRetry(this.content), d.preview);
+      },
       message_end(d) { this.usage = d.usage; this.view().node.dataset.status = d.status; },
       runtime_memory_update(d) { this.onMemory?.(d); },
       compaction(d) { if (!d.skipped && d.summary_id) this.compactions.push(d); },
+      telemetry(d) { this.telemetry = d; this.view().telemetry(d); },
       step_end(d) { this.timings = d.timings; this.status = d.status; },
     };
   }
@@ -59,6 +65,7 @@ export class Turn {
 
   // A step refused before it streamed (busy, too large, no key): said under the message.
   failed(code, text) {
+    this.failure = code;
     this.view().error(code, text, () => this.onRetry(this.content));
     this.refused = !this.question.node.dataset.id;
   }
