@@ -24,7 +24,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -193,8 +193,12 @@ class FakeOpenAIServer:
         self, *, strict: bool = False, echo_chunks: int = 1, echo_chunk_delay: float = 0.0,
         echo_delay: float = 0.0, embed_dim: int = 384, embed_delay: float = 0.0,
         embed_reject: str | None = None, record: bool = True,
+        respond: Callable[[list[dict[str, Any]]], Reply | None] | None = None,
     ) -> None:
         self.strict = strict
+        # Answers an unscripted request its own way (a benchmark's stand-in for a helper that
+        # writes what jin asks for); None from it falls back to the echo.
+        self.respond = respond
         # Keep every request seen (requests, embed_inputs, embed_formats), for tests to read;
         # off when run as its own process, where nobody can read them and they only grow.
         self.record = record
@@ -259,6 +263,8 @@ class FakeOpenAIServer:
             self.unexpected.append(body)
             return None
         messages = body.get("messages", [])
+        if self.respond is not None and (own := self.respond(messages)) is not None:
+            return own
         if _is_summary_request(messages):
             return Reply([_summarise(_last_user(messages))], delay=self.echo_delay)
         text = f"echo: {_last_user(messages)}"
