@@ -91,9 +91,11 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 class Problem(Exception):
     """Raise from a route to answer with a problem document."""
 
-    def __init__(self, status: int, code: str, detail: str, **extra: Any) -> None:
+    def __init__(self, status: int, code: str, detail: str, *,
+                 headers: dict[str, str] | None = None, **extra: Any) -> None:
         super().__init__(detail)
         self.status, self.code, self.detail, self.extra = status, code, detail, extra
+        self.headers = headers
 
 
 def problem_response(
@@ -129,7 +131,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(_: Request, exc: Problem) -> JSONResponse:
         # A 503 is "not now": say when to come back (an embedder or database blip).
-        headers = {"Retry-After": "5"} if exc.status == 503 else None
+        headers = exc.headers or ({"Retry-After": "5"} if exc.status == 503 else None)
         return problem_response(exc.status, exc.code, exc.detail, headers, **exc.extra)
 
     @app.exception_handler(StepError)

@@ -192,9 +192,12 @@ async def _store_new(
         new = decision.new
     elif isinstance(decision, Append) and transcript.rows[-1].status == "streaming":
         # Its last message is stored and a step is answering it: the same request again (a
-        # client's retry, a second tab). Stored once; the step's answer goes to the first.
-        raise Problem(409, "chat_busy", "this message is being answered (a request with the "
-                      "same history runs); retry when it ends")
+        # client's retry, a second tab). Stored once; the step's answer goes to the first. Not
+        # to be retried (`x-should-retry`, which OpenAI's SDKs obey; they retry a 409 by
+        # default): once the answer is stored, the same history without it is a regenerate.
+        raise Problem(409, "chat_busy", "this message is being answered by a request with the "
+                      "same history; its answer goes to that request",
+                      headers={"x-should-retry": "false"})
     elif not (named is not None and len(conversation) == 1):
         # An edit or a regenerate: a "start over" line, and the client's conversation after
         # it. (A lone message to a named chat is a new turn: clients that send only that.)

@@ -175,6 +175,32 @@ async def test_identical_requests_at_once_store_the_new_message_once(
         *expected, ("user", "the new question"), ("assistant", "the one answer")]
 
 
+async def test_the_sdks_own_retry_of_a_request_being_answered_does_not_become_a_regenerate(
+    jin_oai: Jin, model: FakeOpenAIServer
+) -> None:
+    """OpenAI's SDK retries a 409 by default (twice, from 0.5 s on). Retried once the first
+    answer is stored, the same history would be a regenerate: a reset and a second answer."""
+    history = [{"role": "user", "content": "the question"}]
+    model.push(Reply(["the ", "answer"], chunk_delay=0.4))
+    retrying = openai.AsyncOpenAI(base_url=f"{jin_oai.base}/v1", api_key=jin_oai.key,
+                                  max_retries=2, timeout=30)
+    async with retrying:
+        first = asyncio.create_task(_create(jin_oai, history))
+        for _ in range(250):  # until the first request's step reaches the model
+            if any(m.get("content") == "the question"
+                   for body in model.requests for m in body.get("messages", [])):
+                break
+            await asyncio.sleep(0.02)
+        with pytest.raises(openai.ConflictError) as refused:
+            await retrying.chat.completions.create(model="jin", messages=history)  # type: ignore[arg-type]
+        assert refused.value.response.headers["x-should-retry"] == "false"
+        completion, headers = await first
+    assert completion.choices[0].message.content == "the answer"
+    await asyncio.sleep(1.5)  # past the SDK's retries, had it made them
+    assert await _rows(jin_oai, headers["x-jin-chat-id"]) == [
+        ("user", "the question"), ("assistant", "the answer")]
+
+
 async def test_an_edited_history_resets_the_chat_visibly(
     jin_oai: Jin, model: FakeOpenAIServer
 ) -> None:
