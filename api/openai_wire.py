@@ -12,6 +12,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas import Text
+from chat.types import ModelSettings
 from orchestrator.events import (
     ClientToolCalls,
     MessageChunk,
@@ -57,7 +58,8 @@ class StreamOptions(BaseModel):
 
 class ChatCompletionIn(BaseModel):
     """What jin reads of a request; other OpenAI parameters are accepted and not used (jin's
-    brain and the chat's settings decide them)."""
+    brain and the chat's settings decide them). `temperature` and `max_tokens` (or
+    `max_completion_tokens`) hold for this request's answer, over the chat's settings."""
 
     model_config = ConfigDict(extra="allow")
     model: Text = Field(description="echoed back; jin's configured brain answers")
@@ -71,6 +73,16 @@ class ChatCompletionIn(BaseModel):
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     n: int | None = Field(None, ge=1, le=1, description="one choice only")
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1, description="of this answer")
+    max_completion_tokens: int | None = Field(None, ge=1, description="as `max_tokens`")
+
+    def generation(self) -> ModelSettings | None:
+        """This request's own temperature and answer length, or None to keep the chat's."""
+        longest = self.max_completion_tokens or self.max_tokens
+        if self.temperature is None and longest is None:
+            return None
+        return ModelSettings(temperature=self.temperature, max_answer_tokens=longest)
 
 
 class ModelOut(BaseModel):

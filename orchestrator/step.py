@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from chat.ports import (
@@ -122,6 +122,9 @@ class StepRequest:
     await_memory: bool = True
     # The chat's last position the caller decided from (HistoryMoved if it is past it).
     expect_position: int | None = None
+    # This step's own model settings over the chat's, where set (an OpenAI client's
+    # `temperature` and `max_tokens`); never stored with the chat.
+    settings: ModelSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -212,15 +215,23 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         raise HistoryMoved(f"chat {request.chat_id} moved past position "
                            f"{request.expect_position}")
     assert isinstance(result, Opened)  # (follow_policy returned past the lease)
-    budget = budget_for(result.chat, cfg)
+    chat = result.chat if request.settings is None else replace(
+        result.chat, settings=overridden(result.chat.settings, request.settings))
+    budget = budget_for(chat, cfg)
     plan = assemble(result.window, prompt_message(result.begun.user_message), budget,
                     deps.counter)
     # A chat with a budget of its own has its window read again for it, by run_step: a failure
     # of that read is then the step's outcome, saved like any other.
-    return Started(result.chat, result.begun, result.window, plan, received_at,
+    return Started(chat, result.begun, result.window, plan, received_at,
                    time.perf_counter(), query_vector=vector,
                    reread=budget.total != open_step.window_budget,
                    client_tools=request.client_tools, await_memory=request.await_memory)
+
+
+def overridden(settings: ModelSettings, over: ModelSettings) -> ModelSettings:
+    """`settings` with each field `over` sets."""
+    return replace(settings, **{f.name: getattr(over, f.name) for f in fields(over)
+                                if getattr(over, f.name) is not None})
 
 
 def _early_vector(

@@ -127,7 +127,7 @@ async def chat_completions(
                                        conversation)
         try:
             history, started = await _store_new(deps, transcript, named, system, conversation,
-                                                tools, received_at)
+                                                tools, received_at, body.generation())
             break
         except HistoryMoved as exc:
             # Another request wrote to the chat between our read and our write: compare with
@@ -178,6 +178,7 @@ async def chat_completions(
 async def _store_new(
     deps: StepDeps, transcript: Transcript, named: str | None, system: str,
     conversation: list[Turn], tools: ClientTools | None, received_at: float | None,
+    settings: ModelSettings | None,
 ) -> tuple[str, Started]:
     """Store what the chat lacks of the client's conversation, and open the step on its last
     message; what it did to the history (`new`, `appended`, `reset`) and the step. Every write
@@ -217,7 +218,7 @@ async def _store_new(
     started = await start_step(deps, StepRequest(
         tenant, chat.id, last.content, None, received_at,
         kind="tool" if last.role == "tool" else "user", meta=last.meta(), client_tools=tools,
-        await_memory=False, expect_position=position))
+        await_memory=False, expect_position=position, settings=settings))
     assert isinstance(started, Started)  # (no idempotency key: never a replay)
     return history, started
 

@@ -85,6 +85,26 @@ async def test_a_completion_not_streamed_answers_from_the_brain_and_is_stored(
     ]
 
 
+async def test_a_requests_temperature_and_max_tokens_reach_the_brain_for_that_answer_only(
+    jin_oai: Jin, model: FakeOpenAIServer
+) -> None:
+    model.push(Reply(["short"]))
+    history = [{"role": "user", "content": "say something"}]
+    _, headers = await _create(jin_oai, history, temperature=0.2, max_tokens=7)
+    asked = model.requests[-1]
+    assert (asked["temperature"], asked["max_tokens"]) == (0.2, 7)
+    model.push(Reply(["longer"]))
+    history += [{"role": "assistant", "content": "short"},
+                {"role": "user", "content": "and more"}]
+    await _create(jin_oai, history, max_completion_tokens=9)
+    assert model.requests[-1]["max_tokens"] == 9
+    assert model.requests[-1].get("temperature") is None  # the chat's own: none set
+    chat = (await jin_oai.http.get(f"/v1/chats/{headers['x-jin-chat-id']}")).json()
+    assert chat["settings"].get("temperature") is None  # never stored with the chat
+    with pytest.raises(openai.BadRequestError):
+        await _create(jin_oai, history, temperature=3)
+
+
 async def test_a_streamed_completion_sends_chunks_reasoning_apart_usage_and_done(
     jin_oai: Jin, model: FakeOpenAIServer
 ) -> None:
