@@ -168,7 +168,8 @@ def run(args: argparse.Namespace, junk: bool) -> None:
     try:
         with ExitStack() as stack:
             db = database(stack)
-            urls = {"on": jin_worker(stack, db, model_url, JIN_RUNTIME_MEMORY="true"),
+            first = "false" if args.control else "true"  # the control: both off
+            urls = {"on": jin_worker(stack, db, model_url, JIN_RUNTIME_MEMORY=first),
                     "off": jin_worker(stack, db, model_url, JIN_RUNTIME_MEMORY="false")}
             seen = asyncio.run(conversation(urls, args.chats, args.turns))
             rejected = rejections(urls["on"])
@@ -212,9 +213,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--chunk-delay", type=float, default=0.01)
+    parser.add_argument("--control", action="store_true",
+                        help="both workers with L1 off: what the on/off ratio is without L1")
     args = parser.parse_args()
     run(args, junk=False)
-    run(args, junk=True)
+    if not args.control:
+        run(args, junk=True)
 
 
 if __name__ == "__main__":
