@@ -3,8 +3,9 @@
 import { MessageView, toBottom } from "./thread.js";
 
 export class Turn {
-  constructor({ api, log, chatId, content, onRetry, onContext, onMemory, onDone }) {
-    Object.assign(this, { api, log, chatId, content, onRetry, onContext, onMemory, onDone });
+  constructor({ api, log, chatId, content, onRetry, onContext, onMemory, onPatterns, onDone }) {
+    Object.assign(this, { api, log, chatId, content, onRetry, onContext, onMemory, onPatterns,
+      onDone });
     this.controller = new AbortController();
     this.compactions = [];
     this.usage = null;
@@ -44,6 +45,7 @@ export class Turn {
       message_error(d) { this.view().error(d.code, d.text, () => this.onRetry(this.content)); },
       message_end(d) { this.usage = d.usage; this.view().node.dataset.status = d.status; },
       runtime_memory_update(d) { this.onMemory?.(d); },
+      runtime_patterns_update(d) { this.onPatterns?.(d); },
       compaction(d) { if (!d.skipped && d.summary_id) this.compactions.push(d); },
       step_end(d) { this.timings = d.timings; this.status = d.status; },
     };
