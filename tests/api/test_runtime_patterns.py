@@ -157,13 +157,17 @@ async def test_an_l1_update_that_changed_nothing_is_recorded_as_an_alert(
     assert (update["version"], update["patterns"]) == (0, [])
     assert [(a["type"], a["l1_version"], a["detail"]["previous_version"])
             for a in update["alerts"]] == [("stale_l1", 2, 1)]
-    # A rewrite that changed something is no alert; the recorded one stays listed.
-    events = await turn(client, model, helper, chat, "I like skiing",
-                        "user_name: Eve\ncity: Oslo\nlikes: skiing")
-    assert "runtime_patterns_update" not in names(events)
+    # The JSON form of a step carries it too; a rewrite that changed something is no alert.
+    model.push(Reply(["OK."]), Reply(["OK."]))
+    helper.push(Reply(["user_name: Eve"]), Reply(["user_name: Eve\ncity: Oslo\nlikes: skiing"]))
+    step = (await client.post(f"/v1/chats/{chat}/messages", json={"content": "Still Eve"})).json()
+    assert [a["l1_version"] for a in step["runtime_patterns"]["alerts"]] == [3]
+    step = (await client.post(f"/v1/chats/{chat}/messages", json={"content": "I ski"})).json()
+    assert step.get("runtime_patterns") is None
     body = await patterns(client, chat)
-    assert [(a["type"], a["l1_version"]) for a in body["alerts"]] == [("stale_l1", 2)]
-    assert await metric(client, 'jin_runtime_memory_alerts_total{type="stale_l1"}') == 1
+    assert [(a["type"], a["l1_version"]) for a in body["alerts"]] == [
+        ("stale_l1", 3), ("stale_l1", 2)]
+    assert await metric(client, 'jin_runtime_memory_alerts_total{type="stale_l1"}') == 2
 
 
 async def test_a_rejected_distillation_is_counted_and_redone_next_turn(
