@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm.types import HTTPConfig, ProviderConfig
@@ -220,6 +220,13 @@ class Settings(BaseSettings):
             except SchemaError as exc:
                 raise ValueError(str(exc)) from exc
         return value
+
+    @model_validator(mode="after")
+    def _l2_window_holds_the_rule(self) -> Settings:
+        if self.l2_window < self.l2_min_l1_versions:  # the rule could never hold
+            raise ValueError(f"JIN_L2_WINDOW ({self.l2_window}) is under JIN_L2_MIN_L1_VERSIONS "
+                             f"({self.l2_min_l1_versions})")
+        return self
 
     def provider(self, role: Role) -> ProviderConfig | None:
         """The configured server of a role, or None when the embedded one should serve it (for
