@@ -34,6 +34,7 @@ from api.routes import (
     metrics,
     openai_compat,
     runtime_memory,
+    runtime_patterns,
     ws,
 )
 from api.runtime import Runtime
@@ -55,6 +56,7 @@ from llm.search import SearxngSearch, SerperSearch, WebSearch
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
 from memory.indexer import Indexer
+from memory.pattern_store import PostgresPatterns
 from memory.recall_store import PostgresRecall
 from memory.runtime_store import PostgresRuntimeMemory
 from memory.store import FactConfig, PostgresFactStore
@@ -64,6 +66,7 @@ from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import CompactionPolicy
 from orchestrator.route import RouteConfig
 from orchestrator.runtime_memory import RuntimeMemory
+from orchestrator.runtime_patterns import RuntimePatterns
 from orchestrator.step import StepConfig, StepDeps
 from orchestrator.translation import TranslatorConfig
 
@@ -342,6 +345,13 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             on_rejected=lambda reason: meter.runtime_memory_rejections.labels(reason).inc(),
             listeners=[lambda _event: meter.runtime_memory_updates.inc()],
         ) if settings.runtime_memory_on() else None
+        l2 = RuntimePatterns(
+            store=PostgresPatterns(engine), turns=l1.store, helper=l1.helper, counter=counter,
+            config=settings.patterns_config(),
+            on_written=meter.runtime_patterns_updates.inc,
+            on_rejected=lambda reason: meter.runtime_patterns_rejections.labels(reason).inc(),
+            on_alert=lambda kind: meter.runtime_memory_alerts.labels(kind).inc(),
+        ) if l1 is not None and settings.l2_enabled else None
         deps = StepDeps(
             chats=chats,
             steps=steps,
@@ -356,6 +366,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
                         if "translator" in servers else None),
             search=search,
             runtime_memory=l1,
+            runtime_patterns=l2,
         )
         runtime = Runtime(
             engine=engine, deps=deps,
@@ -387,6 +398,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         if l1 is not None:  # an L1 update that outlived its step goes to the chat's sockets
             feed = runtime.feed
             l1.listeners.append(lambda event: feed.publish(event.chat_id, event))
+        if l2 is not None:  # so does an L2 pass
+            l2.listeners.append(lambda event: feed.publish(event.chat_id, event))
         indexing = asyncio.create_task(memory.indexer.run()) if memory.indexer else None
         # Steps whose worker died are closed even if nobody steps on their chat again.
         sweeping = asyncio.create_task(sweep_forever(steps, every=settings.lease_ttl_seconds))
@@ -403,6 +416,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             await runtime.drain()
             if l1 is not None:
                 await l1.drain()
+            if l2 is not None:
+                await l2.drain()
             for server in servers.values():
                 await server.aclose()
             if search is not None:
@@ -434,6 +449,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     app.include_router(messages.router)
     app.include_router(memories.router)
     app.include_router(runtime_memory.router)
+    app.include_router(runtime_patterns.router)
     app.include_router(metrics.router)
     app.include_router(openai_compat.router)
     app.include_router(ws.router)

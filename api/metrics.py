@@ -68,6 +68,14 @@ class Metrics:
         self.runtime_memory_rejections = Counter(
             "jin_runtime_memory_rejections", "L1 updates rejected (the state stayed), by reason",
             ["reason"], registry=r)
+        self.runtime_patterns_updates = Counter(
+            "jin_runtime_patterns_updates", "New versions of L2 pattern memory", registry=r)
+        self.runtime_patterns_rejections = Counter(
+            "jin_runtime_patterns_rejections", "L2 distillations rejected, by reason",
+            ["reason"], registry=r)
+        self.runtime_memory_alerts = Counter(
+            "jin_runtime_memory_alerts", "Alerts L2 recorded about L1 (stale_l1), by type",
+            ["type"], registry=r)
         self.auth_failures = Counter("jin_auth_failures", "Requests refused for their key",
                                      ["code"], registry=r)
 

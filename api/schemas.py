@@ -229,6 +229,9 @@ class StepOut(BaseModel):
     runtime_memory: dict[str, Any] | None = Field(
         default=None, description="the turn's L1 update (`memory`, `diff`, `version`), when it "
         "ended within JIN_L1_WAIT_S")
+    runtime_patterns: dict[str, Any] | None = Field(
+        default=None, description="the turn's L2 pass (`patterns`, `version`, `alerts`), when it "
+        "found something and ended within JIN_L2_WAIT_S")
 
 
 class SectionOut(BaseModel):

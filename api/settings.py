@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm.types import HTTPConfig, ProviderConfig
@@ -19,8 +19,10 @@ from memory.events import SchemaError
 from memory.events.schema import load_schemas
 from memory.indexer import IndexerConfig
 from memory.ranking import RecallConfig
+from memory.runtime_patterns import TriggerConfig
 from memory.runtime_state import StrengthConfig
 from orchestrator.runtime_memory import RuntimeMemoryConfig
+from orchestrator.runtime_patterns import PatternsConfig
 from orchestrator.stream_validator import ValidatorConfig
 
 Role = Literal["brain", "helper", "translator", "embedder"]
@@ -151,6 +153,17 @@ class Settings(BaseSettings):
     l1_decay: float = Field(default=0.82, gt=0, le=1)  # a line's strength, each rewrite
     l1_floor: float = Field(default=0.2, ge=0, le=1)  # a line under it falls out
     l1_durable_floor: float = Field(default=0.25, ge=0, le=1)  # a durable line's least
+    # L2 pattern memory (orchestrator/runtime_patterns.py): behaviour over several L1 versions,
+    # distilled by the helper when JIN's rule holds (the three minimums); needs L1.
+    l2_enabled: bool = True
+    l2_min_turns: int = Field(default=3, ge=1)  # finished turns since the last L2 version
+    l2_min_l1_versions: int = Field(default=5, ge=1)  # L1 versions in the window
+    l2_min_key_repeats: int = Field(default=3, ge=1)  # versions of the window a key is in
+    l2_window: int = Field(default=8, ge=2, le=100)  # L1 versions the helper reads
+    l2_budget_tokens: int = Field(default=256, ge=0)  # of the prompt
+    l2_max_tokens: int = Field(default=512, gt=0)  # the helper's answer
+    l2_wait_s: float = Field(default=2.0, ge=0)  # how long step_end waits for the pass
+    l2_claim_seconds: float = Field(default=120.0, gt=0)  # one pass's limit
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
     # A serving worker indexes backfill (imports, `jin reindex`) only once its steps have been
@@ -208,6 +221,13 @@ class Settings(BaseSettings):
             except SchemaError as exc:
                 raise ValueError(str(exc)) from exc
         return value
+
+    @model_validator(mode="after")
+    def _l2_window_holds_the_rule(self) -> Settings:
+        if self.l2_window < self.l2_min_l1_versions:  # the rule could never hold
+            raise ValueError(f"JIN_L2_WINDOW ({self.l2_window}) is under JIN_L2_MIN_L1_VERSIONS "
+                             f"({self.l2_min_l1_versions})")
+        return self
 
     def provider(self, role: Role) -> ProviderConfig | None:
         """The configured server of a role, or None when the embedded one should serve it (for
@@ -287,6 +307,17 @@ class Settings(BaseSettings):
             answer_tokens=self.l1_max_tokens,
             strength=StrengthConfig(decay=self.l1_decay, floor=self.l1_floor,
                                     durable_floor=self.l1_durable_floor),
+        )
+
+    def patterns_config(self) -> PatternsConfig:
+        """PatternsConfig from every `JIN_L2_*`."""
+        return PatternsConfig(
+            wait=self.l2_wait_s, budget_tokens=self.l2_budget_tokens,
+            answer_tokens=self.l2_max_tokens, claim_ttl=self.l2_claim_seconds,
+            window=self.l2_window,
+            trigger=TriggerConfig(min_turns=self.l2_min_turns,
+                                  min_versions=self.l2_min_l1_versions,
+                                  min_key_repeats=self.l2_min_key_repeats),
         )
 
     def validator_config(self) -> ValidatorConfig:

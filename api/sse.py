@@ -16,6 +16,7 @@ from orchestrator.events import (
     MessageStart,
     RuntimeAction,
     RuntimeMemoryUpdate,
+    RuntimePatternsUpdate,
     StepEnd,
     StepEvent,
     StepStart,
@@ -92,6 +93,8 @@ class StepResult:
             b.update(message_status=event.status, usage=event.usage)
         elif isinstance(event, RuntimeMemoryUpdate):
             b["runtime_memory"] = event_payload(event)
+        elif isinstance(event, RuntimePatternsUpdate):
+            b["runtime_patterns"] = event_payload(event)
         elif isinstance(event, StepEnd):
             b.update(status=event.status, timings=event.timings)
 

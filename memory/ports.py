@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 from db.errors import StoreUnavailable as StoreUnavailable
 from llm.ports import Embedding
 from memory.ranking import Mode, RecallConfig, RecallQuery, RecallResult
+from memory.runtime_patterns import Pattern, Snapshot
 from memory.runtime_prompt import Turn
 from memory.runtime_state import State
 
@@ -201,6 +202,72 @@ class RuntimeMemoryStore(Protocol):
 
     async def claim(self, chat_id: uuid.UUID, holder: uuid.UUID, ttl: float) -> Claim:
         """Take the chat's rewrite claim for `ttl` seconds, if free, expired or ours
+        (`claimed`); `busy` while another holder has it; `gone` when the chat is."""
+        ...
+
+    async def release(self, chat_id: uuid.UUID, holder: uuid.UUID) -> None:
+        """Give the claim back (if still ours)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PatternVersion:
+    """One stored version of a chat's L2 patterns."""
+
+    chat_id: uuid.UUID
+    version: int
+    patterns: tuple[Pattern, ...]
+    l1_version: int  # the newest L1 version it read
+    through_position: int | None  # the last answer it read
+    created_at: datetime
+    meta: dict[str, object]
+
+
+@dataclass(frozen=True)
+class Alert:
+    """Something L2 noticed about L1, such as `stale_l1`: an update that changed no line."""
+
+    type: str
+    l1_version: int
+    created_at: datetime
+    detail: dict[str, object]
+
+
+class PatternStore(Protocol):
+    """The versions of each chat's L2 pattern memory (memory/runtime_patterns.py), the L1
+    versions it reads, and its alerts."""
+
+    async def latest(self, tenant_id: str, chat_id: uuid.UUID) -> PatternVersion | None:
+        """The chat's newest version; None before the first."""
+        ...
+
+    async def versions(self, tenant_id: str, chat_id: uuid.UUID) -> list[PatternVersion]:
+        """Every version of the chat, newest first."""
+        ...
+
+    async def write(self, tenant_id: str, chat_id: uuid.UUID, version: int,
+                    patterns: tuple[Pattern, ...], l1_version: int,
+                    through_position: int | None, meta: dict[str, object]) -> bool:
+        """Store version `version`; False if the chat has it already (another writer came
+        first) or the chat is gone."""
+        ...
+
+    async def l1_window(self, tenant_id: str, chat_id: uuid.UUID, n: int) -> list[Snapshot]:
+        """The newest `n` L1 versions of the chat, oldest first."""
+        ...
+
+    async def record_alert(self, tenant_id: str, chat_id: uuid.UUID, alert_type: str,
+                           l1_version: int, detail: dict[str, object]) -> Alert | None:
+        """Record an alert once per (type, L1 version): the alert, or None if it was already
+        recorded (or the chat is gone)."""
+        ...
+
+    async def alerts(self, tenant_id: str, chat_id: uuid.UUID) -> list[Alert]:
+        """The chat's alerts, newest first."""
+        ...
+
+    async def claim(self, chat_id: uuid.UUID, holder: uuid.UUID, ttl: float) -> Claim:
+        """Take the chat's distillation claim for `ttl` seconds, if free, expired or ours
         (`claimed`); `busy` while another holder has it; `gone` when the chat is."""
         ...
 

@@ -137,6 +137,19 @@ class RuntimeMemoryUpdate:
 
 
 @dataclass(frozen=True)
+class RuntimePatternsUpdate:
+    """What an L2 pass after a turn found: a new version of the chat's patterns (each as
+    memory/runtime_patterns.py `Pattern.to_json`), and the alerts it recorded (`stale_l1`: an
+    L1 update that changed no line). `version` is the patterns' newest (0 before the first)."""
+
+    chat_id: uuid.UUID
+    patterns: list[dict[str, Any]]
+    version: int
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    type: Literal["runtime_patterns_update"] = "runtime_patterns_update"
+
+
+@dataclass(frozen=True)
 class RuntimeLog:
     """A line of the runtime's log for whoever watches the step (JIN's `log`): what the runtime
     decided, under a tag naming the part that decided it (`[PLANNER]`, `[RECALL]`)."""
@@ -168,7 +181,7 @@ class StepEnd:
 StepEvent = (
     StepStart | ContextInfo | MessageStart | ThinkingChunk | MessageChunk | MessageEnd
     | MessageError | RuntimeAction | ClientToolCalls | CompactionDone | StepWarning
-    | RuntimeMemoryUpdate | StepEnd | RuntimeLog | Telemetry
+    | RuntimeMemoryUpdate | RuntimePatternsUpdate | StepEnd | RuntimeLog | Telemetry
 )
 
 

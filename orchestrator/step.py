@@ -56,6 +56,7 @@ from orchestrator.outcome import (
 )
 from orchestrator.route import DIRECT, Route, RouteConfig
 from orchestrator.runtime_memory import RuntimeMemory
+from orchestrator.runtime_patterns import RuntimePatterns
 from orchestrator.saving import log_outcome, persist, step_timings, telemetry
 from orchestrator.stream_validator import ValidatorConfig
 from orchestrator.translation import (
@@ -103,6 +104,7 @@ class StepDeps:
     translator: ChatModel | None = None  # none: the planner never routes through one
     search: WebSearch | None = None  # none: no web_search tool; a marker's search FAILS
     runtime_memory: RuntimeMemory | None = None  # L1: none, no state in the prompt nor update
+    runtime_patterns: RuntimePatterns | None = None  # L2 (needs L1): none, no patterns
 
 
 @dataclass(frozen=True)
@@ -333,6 +335,9 @@ async def run_step(
         if deps.runtime_memory is not None:  # (before recall: the L1 fence is not its to take)
             started = replace(started, plan=await deps.runtime_memory.into_plan(
                 started.chat, started.plan))
+        if deps.runtime_patterns is not None:
+            started = replace(started, plan=await deps.runtime_patterns.into_plan(
+                started.chat, started.plan))
         started, recalled = await _recall(deps, started)
         plan = started.plan
         translated = started.translation
@@ -376,6 +381,8 @@ async def run_step(
     if deps.runtime_memory is not None:
         l1 = deps.runtime_memory.start(started.chat, None if isinstance(outcome, Complete) else
                                        (begun.assistant_position, _reason(outcome)))
+    # L2 after L1, in a task of its own as well.
+    l2 = deps.runtime_patterns.start(started.chat, l1) if deps.runtime_patterns else None
     if deps.compactor is not None and isinstance(outcome, Complete) and not compacted:
         # (One pass a step: a chat that just compacted before the brain waits for the next.)
         # After the answer, for the next step: never delays message_end.
@@ -399,6 +406,14 @@ async def run_step(
         helper_ms += (time.perf_counter() - waited) * 1000
         if update is not None:
             yield update
+    if l2 is not None and deps.runtime_patterns is not None:
+        waited = time.perf_counter()
+        # (An L1 update still running leaves L2 nothing to finish in time: no second wait.)
+        patterns = await deps.runtime_patterns.wait_for(
+            l2, wait=None if started.await_memory and (l1 is None or l1.done()) else 0)
+        helper_ms += (time.perf_counter() - waited) * 1000
+        if patterns is not None:
+            yield patterns
     timings = step_timings(started, model_started, model_ended, answer, helper_ms)
     yield telemetry(timings, started.route.nodes)
     yield StepEnd(begun.step_id, outcome.type, timings)

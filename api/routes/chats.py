@@ -136,6 +136,8 @@ async def context(
     plan = assemble(window, message, budget, deps.counter)
     if deps.runtime_memory is not None:
         plan = await deps.runtime_memory.into_plan(chat, plan)
+    if deps.runtime_patterns is not None:
+        plan = await deps.runtime_patterns.into_plan(chat, plan)
     query = message if message is not None else _last_user_text(window)
     recall: dict[str, Any] = {"query": query, "enabled": deps.recall is not None}
     try:

@@ -38,6 +38,8 @@ def jin_factory(
             # L1 runtime memory calls the helper after every turn: on where a test asks for it
             # (tests/api/test_runtime_memory.py), so the other tests' helper scripts stay theirs.
             "runtime_memory": False,
+            # L2 likewise (it needs L1): on in tests/api/test_runtime_patterns.py.
+            "l2_enabled": False,
             **overrides,
         }
         server, thread, port = serve_in_thread(create_app(Settings(**values)))

@@ -99,12 +99,17 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
     keys = KeyStore(engine)
     _, a_key = await keys.create("tenant-a")
     _, b_key = await keys.create("tenant-b")
-    base = jin_factory(auth_cache_seconds=0, runtime_memory=True, l1_wait_s=10)
+    # L2 distils after a chat's second turn: A's chat has one, B's own chat (below) none.
+    base = jin_factory(auth_cache_seconds=0, runtime_memory=True, l1_wait_s=10,
+                       l2_enabled=True, l2_wait_s=10, l2_min_turns=2, l2_min_l1_versions=1,
+                       l2_min_key_repeats=1)
     async with _client(base, a_key) as a, _client(base, b_key) as b:
         chat = await new_chat(a, user_id="same-user")
-        model.push(Reply(["noted"]))
-        helper.push(Reply(["locker_code: 4417"]))  # A's runtime memory
-        await stream_step(a, chat, "my locker code is 4417")
+        model.push(Reply(["noted"]), Reply(["noted again"]))
+        helper.push(Reply(["locker_code: 4417"]), Reply(["locker_code: 4417 (again)"]),
+                    Reply(['repetition | low | gives the code twice | "locker code is 4417"']))
+        await stream_step(a, chat, "my locker code is 4417")  # A's runtime memory
+        await stream_step(a, chat, "again: my locker code is 4417")  # and patterns
         fact = await a.post("/v1/memories", json={"user_id": "same-user", "text": "code 4417"})
         assert fact.status_code == 201
         fact_id = fact.json()["id"]
@@ -123,6 +128,8 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
             ("PATCH", f"/v1/chats/{chat}/runtime-memory/locker_code", {"durable": True}),
             ("DELETE", f"/v1/chats/{chat}/runtime-memory/locker_code", None),
             ("DELETE", f"/v1/chats/{chat}/runtime-memory", None),
+            ("GET", f"/v1/chats/{chat}/runtime-patterns", None),
+            ("GET", f"/v1/chats/{chat}/runtime-patterns?version=1", None),
             ("DELETE", f"/v1/chats/{chat}", None),
         ]:
             response = await b.request(method, path, json=body)
@@ -154,11 +161,14 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         # Tenant A still has all of it.
         assert (await a.get(f"/v1/chats/{chat}")).json()["title"] == "t"
         messages = (await a.get(f"/v1/chats/{chat}/messages")).json()["messages"]
-        assert [m["content"] for m in messages] == ["my locker code is 4417", "noted"]
+        assert [m["content"] for m in messages] == [
+            "my locker code is 4417", "noted", "again: my locker code is 4417", "noted again"]
         facts = (await a.get("/v1/memories", params={"user_id": "same-user"})).json()["items"]
         assert [f["text"] for f in facts] == ["code 4417"]
         l1 = (await a.get(f"/v1/chats/{chat}/runtime-memory")).json()
-        assert (l1["version"], l1["memory"]) == (1, "locker_code: 4417")
+        assert (l1["version"], l1["memory"]) == (2, "locker_code: 4417 (again)")
+        l2 = (await a.get(f"/v1/chats/{chat}/runtime-patterns")).json()
+        assert [p["evidence"] for p in l2["patterns"]] == [["locker code is 4417"]]
         # B's chat gets its own state, in the background (an OpenAI client never waits for it),
         # and nothing of A's; A cannot read it.
         b_chat = oai.headers["x-jin-chat-id"]

@@ -58,7 +58,8 @@ async def target(
     auth = {"Authorization": f"Bearer {key}"}
     base = jin_factory(brain_url=echo_url, helper_url=echo_url, embedder_url=echo_url,
                        rate_limit_per_minute=0,  # deep runs send thousands of requests
-                       runtime_memory=True)  # its routes too (the echo writes `User: ...` lines)
+                       # Its routes too (the echo writes `User: ...` lines), and L2's.
+                       runtime_memory=True, l2_enabled=True)
     async with httpx.AsyncClient(base_url=base, headers=auth) as client:
         chat = (await client.post("/v1/chats", json={"user_id": "u1", "title": "t"})).json()
     return Target(base, chat["id"], auth)

@@ -16,7 +16,9 @@ from tests.page.conftest import SHOTS, open_page
 
 @pytest.fixture
 def jin(jin_factory: Callable[..., str]) -> str:
-    return jin_factory(runtime_memory=True, l1_wait_s=10.0)
+    # L2 on, as deployed (its section shares the panel); it distils after five L1 versions,
+    # which these tests never reach.
+    return jin_factory(runtime_memory=True, l1_wait_s=10.0, l2_enabled=True)
 
 
 async def say(page: Page, model: FakeOpenAIServer, helper: FakeOpenAIServer, text: str,

@@ -6,6 +6,7 @@ import { History } from "./history.js";
 import { Inspector } from "./inspector.js";
 import { Facts } from "./facts.js";
 import { RuntimeMemory } from "./runtime_memory.js";
+import { RuntimePatterns } from "./runtime_patterns.js";
 import { Turn } from "./turn.js";
 import { stats } from "./thread.js";
 import { setupIfNeeded, openSetup } from "./setup.js";
@@ -23,6 +24,7 @@ const history = new History(api, log, (row) => retryRow(row));
 const inspector = new Inspector(api, $("#context-view"));
 const facts = new Facts(api, $("#facts"), () => store.user);
 const runtimeMemory = new RuntimeMemory(api, $("#runtime-memory"));
+const runtimePatterns = new RuntimePatterns(api, $("#runtime-patterns"));
 const chats = new ChatList(api, $("#chat-list"), {
   userId: () => store.user,
   onSelect: (chat) => openChat(chat),
@@ -46,7 +48,8 @@ async function send(content = input.value) {
   if (!state.chat.title) nameAfter(state.chat, content);
   input.value = "";
   const turn = new Turn({ api, log, chatId: state.chat.id, content, onRetry: (c) => send(c),
-    onContext: showContext, onMemory: (d) => showMemory(d.chat_id) });
+    onContext: showContext, onMemory: (d) => showMemory(d.chat_id),
+    onPatterns: (d) => showMemory(d.chat_id, runtimePatterns) });
   running(turn);
   await turn.run();
   running(null);
@@ -161,15 +164,16 @@ function refreshPanel() {
     guard(inspector.load(state.chat?.id, input.value).then((c) => c && showContext(c)));
   } else if (state.panel === "memory") {
     guard(runtimeMemory.load(state.chat?.id ?? null));
+    guard(runtimePatterns.load(state.chat?.id ?? null));
     guard(facts.load());
   } else if (state.chat) {
     guard(api.get(`/v1/chats/${state.chat.id}/context`).then(showContext));
   }
 }
 
-// A turn's L1 update, as it arrives: the panel shows the new version if it is open on that chat.
-function showMemory(chatId) {
-  if (state.panel === "memory" && state.chat?.id === chatId) guard(runtimeMemory.load(chatId));
+// A turn's L1 update or L2 pass, as it arrives: the panel shows it if it is open on that chat.
+function showMemory(chatId, layer = runtimeMemory) {
+  if (state.panel === "memory" && state.chat?.id === chatId) guard(layer.load(chatId));
 }
 
 async function startOver() {

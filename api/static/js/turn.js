@@ -3,8 +3,9 @@
 import { MessageView, toBottom } from "./thread.js";
 
 export class Turn {
-  constructor({ api, log, chatId, content, onRetry, onContext, onMemory, onDone }) {
-    Object.assign(this, { api, log, chatId, content, onRetry, onContext, onMemory, onDone });
+  constructor({ api, log, chatId, content, onRetry, onContext, onMemory, onPatterns, onDone }) {
+    Object.assign(this, { api, log, chatId, content, onRetry, onContext, onMemory, onPatterns,
+      onDone });
     this.controller = new AbortController();
     this.compactions = [];
     this.usage = null;
@@ -49,6 +50,7 @@ export class Turn {
       },
       message_end(d) { this.usage = d.usage; this.view().node.dataset.status = d.status; },
       runtime_memory_update(d) { this.onMemory?.(d); },
+      runtime_patterns_update(d) { this.onPatterns?.(d); },
       compaction(d) { if (!d.skipped && d.summary_id) this.compactions.push(d); },
       telemetry(d) { this.telemetry = d; this.view().telemetry(d); },
       step_end(d) { this.timings = d.timings; this.status = d.status; },
