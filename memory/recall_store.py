@@ -128,11 +128,11 @@ def _bm25(name: str, matches: str, docs: str) -> str:
     those below the floor left out, the best `:n` kept.
 
     A row's exact query terms are cut out of its vector whole (`setweight` marks them,
-    `ts_filter` keeps them: the stored vectors carry no weights of their own) rather than every lexeme of the row unnested and joined: 500
-    matches of ~150 words each took ~390 ms that way, ~28 ms this one (bench/README.md, keyword
-    BM25). A prefix unnests only the rows it matches. A row's length is its number of distinct
-    lexemes (`length`, Singhal's "pivoted unique" normalisation): its token count would need
-    every lexeme unnested again."""
+    `ts_filter` keeps them: the stored vectors carry no weights of their own) rather than every
+    lexeme of the row unnested and joined: 500 matches of ~150 words each took ~150 ms that way,
+    ~30 ms this one (bench/README.md, the keyword list's BM25). A prefix unnests only the rows
+    it matches. A row's length is its number of distinct lexemes (`length`, Singhal's "pivoted
+    unique" normalisation): its token count would need every lexeme unnested again."""
     return f"""{name}x AS MATERIALIZED ({matches}
 ), {name}l AS MATERIALIZED (  -- (the average on every row: a join to it was planned as a
     -- loop that averaged again for each term of each row)
