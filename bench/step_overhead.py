@@ -97,10 +97,11 @@ async def settle(engine) -> None:
         await conn.execute(text("CHECKPOINT"))
 
 
-async def step(client: httpx.AsyncClient, chat_id: str, i: int) -> tuple[float, float]:
+async def step(client: httpx.AsyncClient, chat_id: str, i: int,
+               content: str | None = None) -> tuple[float, float]:
     t0 = time.perf_counter()
     r = await client.post(f"/v1/chats/{chat_id}/messages",
-                          json={"content": f"question {i} {FILLER}"})
+                          json={"content": content or f"question {i} {FILLER}"})
     client_ms = (time.perf_counter() - t0) * 1000
     body = r.json()
     if r.status_code != 200 or body.get("status") != "complete":
