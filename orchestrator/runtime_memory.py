@@ -78,14 +78,17 @@ class RuntimeMemory:
     listeners: list[Callable[[RuntimeMemoryUpdate], None]] = field(default_factory=list)
     tasks: set[asyncio.Task[RuntimeMemoryUpdate | None]] = field(default_factory=set)
 
-    async def into_plan(self, chat: Chat, plan: PromptPlan) -> PromptPlan:
-        """The plan with the chat's state in its fence, within the budget; a failure to read it
-        leaves the fence empty and never fails the step."""
+    async def read(self, chat: Chat) -> RuntimeVersion | None:
+        """The chat's newest state, for its prompt; None when it has none, or when it cannot be
+        read (logged: the step answers without it, never fails for it)."""
         try:
-            latest = await self.store.latest(chat.tenant_id, chat.id)
+            return await self.store.latest(chat.tenant_id, chat.id)
         except Exception:  # the boundary of an optional part: log it, answer without it
             log.warning("runtime memory could not be read; answering without it", exc_info=True)
-            return plan
+            return None
+
+    def into_plan(self, plan: PromptPlan, latest: RuntimeVersion | None) -> PromptPlan:
+        """The plan with the state in its fence, within the budget."""
         if latest is None:
             return plan
         body = render(latest.state, self.config.budget_tokens, self.counter.count)

@@ -90,14 +90,17 @@ class RuntimePatterns:
     listeners: list[Callable[[RuntimePatternsUpdate], None]] = field(default_factory=list)
     tasks: set[asyncio.Task[RuntimePatternsUpdate | None]] = field(default_factory=set)
 
-    async def into_plan(self, chat: Chat, plan: PromptPlan) -> PromptPlan:
-        """The plan with the chat's patterns in their fence, within the budget; a failure to
-        read them leaves the fence empty and never fails the step."""
+    async def read(self, chat: Chat) -> PatternVersion | None:
+        """The chat's newest patterns, for its prompt; None when it has none, or when they
+        cannot be read (logged: the step answers without them, never fails for it)."""
         try:
-            latest = await self.store.latest(chat.tenant_id, chat.id)
+            return await self.store.latest(chat.tenant_id, chat.id)
         except Exception:  # the boundary of an optional part: log it, answer without it
             log.warning("L2 patterns could not be read; answering without them", exc_info=True)
-            return plan
+            return None
+
+    def into_plan(self, plan: PromptPlan, latest: PatternVersion | None) -> PromptPlan:
+        """The plan with the patterns in their fence, within the budget."""
         if latest is None:
             return plan
         body = render(latest.patterns, self.config.budget_tokens, self.counter.count)

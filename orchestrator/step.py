@@ -44,6 +44,7 @@ from orchestrator.events import (
     StepEvent,
     StepStart,
 )
+from orchestrator.layers import drop_layers, place_layers, read_layers
 from orchestrator.lease import follow_policy
 from orchestrator.memory_recall import recall_into
 from orchestrator.outcome import (
@@ -317,6 +318,8 @@ async def run_step(
     answer = Answer()
     model_started = model_ended = time.perf_counter()
     error: BaseException | None = None
+    # Read beside the step's first waits, placed just before recall (orchestrator/layers.py).
+    layers = read_layers(deps.runtime_memory, deps.runtime_patterns, started.chat)
     try:
         if started.reread:
             started = await _replan(deps, started)
@@ -332,12 +335,9 @@ async def run_step(
         started, warning = await take_route(deps, started, abort)
         if warning is not None:
             yield warning
-        if deps.runtime_memory is not None:  # (before recall: the L1 fence is not its to take)
-            started = replace(started, plan=await deps.runtime_memory.into_plan(
-                started.chat, started.plan))
-        if deps.runtime_patterns is not None:
-            started = replace(started, plan=await deps.runtime_patterns.into_plan(
-                started.chat, started.plan))
+        # (Before recall: the layers' fences are not its to take.)
+        started = replace(started, plan=await place_layers(
+            deps.runtime_memory, deps.runtime_patterns, layers, started.plan))
         started, recalled = await _recall(deps, started)
         plan = started.plan
         translated = started.translation
@@ -363,6 +363,7 @@ async def run_step(
             await asyncio.gather(monitor, return_exceptions=True)
     except BaseException as exc:  # the streaming boundary: how it ended becomes the outcome
         error = exc
+    drop_layers(layers)  # (read and placed by now, unless the step ended before its prompt)
     outcome = stream_outcome(error, abort.reason if abort.event.is_set() else None,
                              answer.finished, answer.loop)
     log_outcome(begun.step_id, outcome, error)

@@ -31,6 +31,7 @@ from chat.types import Chat, ModelSettings, Window
 from llm.errors import LLMError
 from orchestrator.compaction_policy import CompactionState, decide
 from orchestrator.context import PromptPlan, assemble
+from orchestrator.layers import place_layers, read_layers
 from orchestrator.memory_recall import recall_into
 from orchestrator.route import RouteConfig, plan_route
 from orchestrator.step import StepDeps, budget_for, reset_chat
@@ -131,13 +132,11 @@ async def context(
     message would make it; else without a new message, recalling for the last user message."""
     deps = runtime.deps
     chat = await _chat(runtime, tenant, chat_id)
+    layers = read_layers(deps.runtime_memory, deps.runtime_patterns, chat)  # beside the window
     budget = budget_for(chat, deps.config)
     window = await deps.chats.load_window(chat, deps.config.window_read_rows, budget.total)
-    plan = assemble(window, message, budget, deps.counter)
-    if deps.runtime_memory is not None:
-        plan = await deps.runtime_memory.into_plan(chat, plan)
-    if deps.runtime_patterns is not None:
-        plan = await deps.runtime_patterns.into_plan(chat, plan)
+    plan = await place_layers(deps.runtime_memory, deps.runtime_patterns, layers,
+                              assemble(window, message, budget, deps.counter))
     query = message if message is not None else _last_user_text(window)
     recall: dict[str, Any] = {"query": query, "enabled": deps.recall is not None}
     try:
