@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chat.ports import BegunStep
 from chat.types import Chat
@@ -39,6 +39,9 @@ from orchestrator.markers import Marker, MarkerFilter
 from orchestrator.scrub import FenceScrubber
 from orchestrator.stream_validator import LoopStop, StreamValidator, ValidatorConfig
 from orchestrator.tools import MEMORY_TOOLS, execute, invalid
+
+if TYPE_CHECKING:
+    from orchestrator.translation import Translation
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,9 @@ class Answer:
     first_chunk_at: float | None = None
     validator_s: float = 0.0  # the stream validator's own time over the answer and reasoning
     actions_s: float = 0.0  # runtime actions' time (a web search), within the model's span
+    # The answer in the user's language (orchestrator/translation.py translate_answer): with a
+    # Translated, the message is its text, and the brain's own words are kept beside it.
+    translation: Translation | None = None
 
     def add_usage(self, usage: dict[str, Any]) -> None:
         """Usage summed over the model calls of a step (tool rounds make several)."""
@@ -105,7 +111,17 @@ class Answer:
         self.usage = merged
 
     def partial(self) -> tuple[str, str]:
+        """The message's text as the user reads it (the answer's translation, if there is
+        one), and the reasoning."""
+        translation = self.translation
+        if translation is not None and translation.type == "translated":
+            return translation.text, "".join(self.reasoning)
         return "".join(self.content), "".join(self.reasoning)
+
+    def complete(self, abort: AbortSignal) -> bool:
+        """The model finished its answer: no loop stopped it, no abort, no client tool call."""
+        return (self.finished and self.loop is None and not self.tool_calls
+                and not abort.event.is_set())
 
 
 class AnswerText:
