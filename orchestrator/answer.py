@@ -168,124 +168,188 @@ async def stream_answer(
     (orchestrator/actions.py) it asks for. A call of a client's tool ends it (ClientToolCalls);
     jin's own tools are never shown to the client (a client tool of the same name stands in
     for jin's)."""
-    message_id = begun.assistant_message_id
-    theirs = client.names() if client is not None else set()
-    memory = ([t for t in MEMORY_TOOLS if t["function"]["name"] not in theirs]
-              if facts is not None and rounds.tools else [])
-    runtime = actions.tools(theirs) if actions is not None else []
-    tools = [*memory, *runtime, *(client.tools if client is not None else [])] or None
-    messages = list(plan.messages)
-    # The model may echo a fence: it never reaches the answer, nor the reasoning shown.
-    said_text, thoughts = AnswerText(rounds.validator, actions is not None), FenceScrubber()
-    thought_check = StreamValidator(rounds.validator, "reasoning")
-    # With a search provider each action may take a model call of its own: room for the
-    # cap's actions, and one call more after them.
-    limit = rounds.max_rounds if actions is None or actions.search is None \
-        else max(rounds.max_rounds, actions.config.max_actions + 1)
-    for round_ in range(limit + 1):
-        stopped = actions is not None and actions.stopped
-        request = CompletionRequest(
-            messages=messages, model=chat.settings.model, max_tokens=plan.budget.answer_reserve,
-            temperature=chat.settings.temperature,
-            tools=tools if round_ < limit and not stopped else None,
-            tool_choice=client.choice if client is not None else None,
-        )
-        calls: list[ToolCall] = []
-        said: list[str] = []
-        asked: list[Marker] = []
+    answering = _Answering(brain, facts, rounds, chat, plan, begun, abort, answer, client,
+                           actions)
+    async for event in answering.run():
+        yield event
+
+
+@dataclass
+class _Call:
+    """What one model call asked for, and said."""
+
+    calls: list[ToolCall] = field(default_factory=list)  # its tool calls
+    said: list[str] = field(default_factory=list)  # its text, as passed on
+    asked: list[Marker] = field(default_factory=list)  # the markers in its text
+
+
+class _Answering:
+    """One answer: its model calls, and the state they share (the prompt so far, the text's
+    filters, the tools offered)."""
+
+    def __init__(
+        self, brain: ChatModel, facts: FactStore | None, rounds: Rounds, chat: Chat,
+        plan: PromptPlan, begun: BegunStep, abort: AbortSignal, answer: Answer,
+        client: ClientTools | None, actions: ActionRunner | None,
+    ) -> None:
+        self.brain, self.facts, self.chat, self.plan = brain, facts, chat, plan
+        self.begun, self.abort, self.answer = begun, abort, answer
+        self.client, self.actions = client, actions
+        self.message_id = begun.assistant_message_id
+        self.theirs = client.names() if client is not None else set()
+        self.tools = self._offered(rounds)
+        self.messages = list(plan.messages)
+        # The model may echo a fence: it never reaches the answer, nor the reasoning shown.
+        self.said_text = AnswerText(rounds.validator, actions is not None)
+        self.thoughts = FenceScrubber()
+        self.thought_check = StreamValidator(rounds.validator, "reasoning")
+        # With a search provider each action may take a model call of its own: room for the
+        # cap's actions, and one call more after them.
+        self.limit = rounds.max_rounds if actions is None or actions.search is None \
+            else max(rounds.max_rounds, actions.config.max_actions + 1)
+
+    def _offered(self, rounds: Rounds) -> list[dict[str, Any]] | None:
+        """jin's memory tools and runtime actions, then the client's (whose names win)."""
+        memory = ([t for t in MEMORY_TOOLS if t["function"]["name"] not in self.theirs]
+                  if self.facts is not None and rounds.tools else [])
+        runtime = self.actions.tools(self.theirs) if self.actions is not None else []
+        return [*memory, *runtime, *(self.client.tools if self.client is not None else [])] \
+            or None
+
+    async def run(self) -> AsyncIterator[StepEvent]:
+        answer, actions = self.answer, self.actions
+        for round_ in range(self.limit + 1):
+            stopped = actions is not None and actions.stopped
+            request = CompletionRequest(
+                messages=self.messages, model=self.chat.settings.model,
+                max_tokens=self.plan.budget.answer_reserve,
+                temperature=self.chat.settings.temperature,
+                tools=self.tools if round_ < self.limit and not stopped else None,
+                tool_choice=self.client.choice if self.client is not None else None,
+            )
+            call = _Call()
+            async for event in self._call(request, call):
+                yield event
+            if answer.loop is not None:
+                return  # (what was held back is the loop's: it is not passed on)
+            if request.tools is None:
+                call.calls = []  # (a call to a tool that was not offered is not run)
+            if (not call.calls and not call.asked) or self.abort.event.is_set():
+                break
+            answer.finished = False  # (a model call follows, or the answer ends here unfinished)
+            if any(c.name in self.theirs for c in call.calls):
+                async for event in self._hand_over(call.calls):
+                    yield event
+                break
+            if call.calls and self.facts is None \
+                    and not any(actions and actions.runs(c) for c in call.calls):
+                break
+            last = stopped or round_ == self.limit  # no model call follows: what it asks is not run
+            self.messages.append(PromptMessage(
+                "assistant", "".join(call.said),
+                tool_calls=[c.to_openai() for c in call.calls] or None))
+            async for event in self._act_on(call, last):
+                yield event
+            if last:
+                answer.finished = True
+                break
+        async for event in self._finish():
+            yield event
+
+    async def _call(self, request: CompletionRequest, call: _Call) -> AsyncIterator[StepEvent]:
+        """One model call, streamed; what it asks for goes into `call`. Ends early at a marker
+        (what the model would write next has not seen the results), or a loop."""
+        answer = self.answer
         # Closed as soon as the loop below is left: a loop stopped closes the provider's stream.
-        async with aclosing(until_aborted(brain.stream(request), abort)) as deltas:
+        async with aclosing(until_aborted(self.brain.stream(request), self.abort)) as deltas:
             async for delta in deltas:
                 if isinstance(delta, ContentDelta | ReasoningDelta) \
                         and answer.first_delta_at is None:
                     answer.first_delta_at = time.perf_counter()
                 if isinstance(delta, ContentDelta):
                     checked = time.perf_counter()
-                    text, found, answer.loop = said_text.feed(delta.text)
+                    text, found, answer.loop = self.said_text.feed(delta.text)
                     answer.validator_s += time.perf_counter() - checked
-                    asked += found
+                    call.asked += found
                     if text:
-                        said.append(text)
-                        answer.content.append(text)
-                        answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
-                        yield MessageChunk(message_id, text)
+                        yield self._said(text, call)
                     if found and answer.loop is None:
-                        break  # what the model would write next has not seen the results
+                        break
                 elif isinstance(delta, ReasoningDelta):
                     checked = time.perf_counter()
-                    text, answer.loop = thought_check.feed(thoughts.feed(delta.text))
+                    text, answer.loop = self.thought_check.feed(self.thoughts.feed(delta.text))
                     answer.validator_s += time.perf_counter() - checked
                     if text:
                         answer.reasoning.append(text)
                         answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
-                        yield ThinkingChunk(message_id, text)
+                        yield ThinkingChunk(self.message_id, text)
                 elif isinstance(delta, ToolCalls):
-                    calls = delta.calls
+                    call.calls = delta.calls
                 elif isinstance(delta, Finish):
                     answer.add_usage(delta.usage)
-                    answer.finished = not calls
+                    answer.finished = not call.calls
                 if answer.loop is not None:
-                    return  # (what was held back is the loop's: it is not passed on)
-        text, found, answer.loop = said_text.end_of_call()
-        asked += found
-        if answer.loop is not None:
-            return
-        if text:
-            said.append(text)
-            answer.content.append(text)
-            answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
-            yield MessageChunk(message_id, text)
-        if request.tools is None:
-            calls = []  # (a call to a tool that was not offered is not run)
-        if (not calls and not asked) or abort.event.is_set():
-            break
-        answer.finished = False  # (a model call follows, or the answer ends here unfinished)
-        mine = [c for c in calls if c.name not in theirs]
-        if len(mine) < len(calls):  # the client runs its calls; jin's memory calls run, unseen
-            answer.tool_calls = [c.to_openai() for c in calls if c.name in theirs]
-            answer.finished = True
-            if facts is not None:
-                for call in mine:
-                    if actions is None or not actions.runs(call):
-                        result = await execute(call, facts, chat,
-                                               [begun.user_message.id, message_id])
-                        answer.actions.append(result.action)
-                        yield result.action
-            yield ClientToolCalls(message_id, answer.tool_calls)
-            break
-        if calls and facts is None and not any(actions and actions.runs(c) for c in calls):
-            break
-        last = stopped or round_ == limit  # no model call follows: what it asks is not run
-        messages.append(PromptMessage("assistant", "".join(said),
-                                      tool_calls=[c.to_openai() for c in calls] or None))
-        sources = [begun.user_message.id, message_id]
-        for call in calls:
-            if actions is not None and actions.runs(call):
-                async for event in _act(actions, Ask.of_call(call), abort, answer, messages):
+                    return
+        text, found, answer.loop = self.said_text.end_of_call()
+        call.asked += found
+        if answer.loop is None and text:
+            yield self._said(text, call)
+
+    def _said(self, text: str, call: _Call) -> MessageChunk:
+        """Text of the answer, passed on."""
+        call.said.append(text)
+        self.answer.content.append(text)
+        self.answer.first_chunk_at = self.answer.first_chunk_at or time.perf_counter()
+        return MessageChunk(self.message_id, text)
+
+    async def _hand_over(self, calls: list[ToolCall]) -> AsyncIterator[StepEvent]:
+        """The answer ends in calls of the client's tools: the client runs them; jin's memory
+        calls among them run, unseen."""
+        answer = self.answer
+        answer.tool_calls = [c.to_openai() for c in calls if c.name in self.theirs]
+        answer.finished = True
+        if self.facts is not None:
+            for call in (c for c in calls if c.name not in self.theirs):
+                if self.actions is None or not self.actions.runs(call):
+                    result = await execute(call, self.facts, self.chat,
+                                           [self.begun.user_message.id, self.message_id])
+                    answer.actions.append(result.action)
+                    yield result.action
+        yield ClientToolCalls(self.message_id, answer.tool_calls)
+
+    async def _act_on(self, call: _Call, last: bool) -> AsyncIterator[StepEvent]:
+        """Run what the model call asked for (its tool calls, then its markers); the results go
+        into the next call's prompt."""
+        actions, sources = self.actions, [self.begun.user_message.id, self.message_id]
+        for tool_call in call.calls:
+            if actions is not None and actions.runs(tool_call):
+                async for event in _act(actions, Ask.of_call(tool_call), self.abort, self.answer,
+                                        self.messages):
                     yield event
                 continue
-            result = (await execute(call, facts, chat, sources) if facts is not None
-                      else invalid(call, f"unknown tool {call.name!r}"))
-            answer.actions.append(result.action)
+            result = (await execute(tool_call, self.facts, self.chat, sources)
+                      if self.facts is not None
+                      else invalid(tool_call, f"unknown tool {tool_call.name!r}"))
+            self.answer.actions.append(result.action)
             yield result.action
-            messages.append(PromptMessage("tool", result.content, tool_call_id=call.id))
-        for marker in asked:
+            self.messages.append(PromptMessage("tool", result.content,
+                                               tool_call_id=tool_call.id))
+        for marker in call.asked:
             assert actions is not None  # (markers are read only when actions run)
             if last:
                 actions.stopped = True
-            async for event in _act(actions, actions.ask_of_marker(marker), abort, answer,
-                                    messages):
+            async for event in _act(actions, actions.ask_of_marker(marker), self.abort,
+                                    self.answer, self.messages):
                 yield event
-        if last:
-            answer.finished = True
-            break
-    # The model has finished: what the scrubbers held goes on (a loop no longer matters).
-    if tail := thoughts.flush():
-        answer.reasoning.append(tail)
-        yield ThinkingChunk(message_id, tail)
-    if tail := said_text.finish():
-        answer.content.append(tail)
-        yield MessageChunk(message_id, tail)
+
+    async def _finish(self) -> AsyncIterator[StepEvent]:
+        """The model has finished: what the scrubbers held goes on (a loop no longer matters)."""
+        if tail := self.thoughts.flush():
+            self.answer.reasoning.append(tail)
+            yield ThinkingChunk(self.message_id, tail)
+        if tail := self.said_text.finish():
+            self.answer.content.append(tail)
+            yield MessageChunk(self.message_id, tail)
 
 
 async def _act(
