@@ -32,12 +32,13 @@ from orchestrator.events import (
     ClientToolCalls,
     MessageChunk,
     RuntimeAction,
+    RuntimeLog,
     StepEvent,
     ThinkingChunk,
 )
-from orchestrator.markers import Marker, MarkerFilter
-from orchestrator.scrub import FenceScrubber
-from orchestrator.stream_validator import LoopStop, StreamValidator, ValidatorConfig
+from orchestrator.markers import Marker
+from orchestrator.stream_text import StreamText
+from orchestrator.stream_validator import LoopStop, ValidatorConfig
 from orchestrator.tools import MEMORY_TOOLS, execute, invalid
 
 if TYPE_CHECKING:
@@ -124,41 +125,6 @@ class Answer:
                 and not abort.event.is_set())
 
 
-class AnswerText:
-    """The answer's text on its way to the client: jin's fences scrubbed, JIN's markers taken
-    out (when runtime actions run), then the stream validator. Pure."""
-
-    def __init__(self, validator: ValidatorConfig, markers: bool) -> None:
-        self.scrubber = FenceScrubber()
-        self.markers = MarkerFilter() if markers else None
-        self.check = StreamValidator(validator, "answer")
-
-    def feed(self, text: str) -> tuple[str, list[Marker], LoopStop | None]:
-        """The text to pass on, the markers it completed, and the loop it completed."""
-        text, asked = self._unmarked(self.scrubber.feed(text))
-        said, loop = self.check.feed(text)
-        return said, asked, loop
-
-    def end_of_call(self) -> tuple[str, list[Marker], LoopStop | None]:
-        """One model call's stream ended: a marker it left open counts as asked, and text
-        held as a possible marker goes on."""
-        if self.markers is None:
-            return "", [], None
-        text, asked = self.markers.flush()
-        said, loop = self.check.feed(text) if text else ("", None)
-        return said, asked, loop
-
-    def finish(self) -> str:
-        """The model has finished: what was held goes on (a loop no longer matters)."""
-        text, _ = self._unmarked(self.scrubber.flush())
-        if self.markers is not None:
-            text += self.markers.flush()[0]  # (a marker opened here is not run: dropped)
-        return self.check.finish(text)
-
-    def _unmarked(self, text: str) -> tuple[str, list[Marker]]:
-        return self.markers.feed(text) if self.markers is not None else (text, [])
-
-
 async def stream_answer(
     brain: ChatModel, facts: FactStore | None, rounds: Rounds, chat: Chat, plan: PromptPlan,
     begun: BegunStep, abort: AbortSignal, answer: Answer, client: ClientTools | None = None,
@@ -199,10 +165,9 @@ class _Answering:
         self.theirs = client.names() if client is not None else set()
         self.tools = self._offered(rounds)
         self.messages = list(plan.messages)
-        # The model may echo a fence: it never reaches the answer, nor the reasoning shown.
-        self.said_text = AnswerText(rounds.validator, actions is not None)
-        self.thoughts = FenceScrubber()
-        self.thought_check = StreamValidator(rounds.validator, "reasoning")
+        # The model may echo a fence or write a marker in either stream: neither is shown.
+        self.said_text = StreamText(rounds.validator, "answer", actions is not None)
+        self.thoughts = StreamText(rounds.validator, "reasoning", actions is not None)
         # With a search provider each action may take a model call of its own: room for the
         # cap's actions, and one call more after them.
         self.limit = rounds.max_rounds if actions is None or actions.search is None \
@@ -277,12 +242,10 @@ class _Answering:
                         break
                 elif isinstance(delta, ReasoningDelta):
                     checked = time.perf_counter()
-                    text, answer.loop = self.thought_check.feed(self.thoughts.feed(delta.text))
+                    text, drafted, answer.loop = self.thoughts.feed(delta.text)
                     answer.validator_s += time.perf_counter() - checked
-                    if text:
-                        answer.reasoning.append(text)
-                        answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
-                        yield ThinkingChunk(self.message_id, text)
+                    for event in self._thought(text, drafted):
+                        yield event
                 elif isinstance(delta, ToolCalls):
                     call.calls = delta.calls
                 elif isinstance(delta, Finish):
@@ -290,6 +253,11 @@ class _Answering:
                     answer.finished = not call.calls
                 if answer.loop is not None:
                     return
+        text, drafted, answer.loop = self.thoughts.end_of_call()
+        for event in self._thought(text, drafted):
+            yield event
+        if answer.loop is not None:
+            return
         text, found, answer.loop = self.said_text.end_of_call()
         call.asked += found
         if answer.loop is None and text:
@@ -301,6 +269,18 @@ class _Answering:
         self.answer.content.append(text)
         self.answer.first_chunk_at = self.answer.first_chunk_at or time.perf_counter()
         return MessageChunk(self.message_id, text)
+
+    def _thought(self, text: str, drafted: list[Marker]) -> list[StepEvent]:
+        """Reasoning, passed on; a marker in it is taken out and not run, which the runtime's
+        log says."""
+        events: list[StepEvent] = []
+        if text:
+            self.answer.reasoning.append(text)
+            self.answer.first_chunk_at = self.answer.first_chunk_at or time.perf_counter()
+            events.append(ThinkingChunk(self.message_id, text))
+        events += [RuntimeLog("[ACTIONS]", f"a {m.name} marker in the reasoning was not run "
+                              f"(only the answer's are): {m.argument!r}") for m in drafted]
+        return events
 
     async def _hand_over(self, calls: list[ToolCall]) -> AsyncIterator[StepEvent]:
         """The answer ends in calls of the client's tools: the client runs them; jin's memory
@@ -344,7 +324,7 @@ class _Answering:
 
     async def _finish(self) -> AsyncIterator[StepEvent]:
         """The model has finished: what the scrubbers held goes on (a loop no longer matters)."""
-        if tail := self.thoughts.flush():
+        if tail := self.thoughts.finish():
             self.answer.reasoning.append(tail)
             yield ThinkingChunk(self.message_id, tail)
         if tail := self.said_text.finish():

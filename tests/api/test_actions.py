@@ -122,6 +122,26 @@ async def test_a_marker_split_across_chunks_is_never_shown_nor_stored_and_runs(
     assert [a["status"] for a in rows[-1]["meta"]["actions"]] == ["done"]
 
 
+async def test_a_marker_in_the_reasoning_is_taken_out_but_not_run(
+    searching: httpx.AsyncClient, model: FakeOpenAIServer, search: FakeSearchServer,
+) -> None:
+    chat_id = await new_chat(searching)
+    model.push(Reply(["Kyiv."], reasoning=["Maybe search. <WEB_", "SEARCH: capital of ",
+                                           "Ukraine>", " No, I know it."]))
+    events = await stream_step(searching, chat_id, "capital of Ukraine?")
+
+    thoughts = [d["chunk"] for n, d in events if n == "thinking_chunk"]
+    assert "".join(thoughts) == "Maybe search.  No, I know it."
+    assert not any(s in c for c in thoughts for s in ("<", "WEB", "Ukraine"))
+    assert _actions(events) == [] and search.queries == []  # one model call, no search
+    assert ("log", {"tag": "[ACTIONS]", "message": "a WEB_SEARCH marker in the reasoning was "
+                    "not run (only the answer's are): 'capital of Ukraine'"}) in events
+    assert _said(events) == "Kyiv."
+    rows = await history(searching, chat_id)
+    assert rows[-1]["reasoning"] == "Maybe search.  No, I know it."
+    assert "WEB_SEARCH" not in json.dumps(rows)
+
+
 async def test_a_search_provider_that_fails_or_is_slow_gives_failed_and_the_answer_goes_on(
     searching: httpx.AsyncClient, model: FakeOpenAIServer, search: FakeSearchServer,
 ) -> None:
