@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chat.ports import BegunStep
-from chat.types import Chat
-from llm.ports import ChatModel
+from chat.types import MESSAGE_OVERHEAD, Chat
+from llm.ports import ChatModel, TokenCounter
 from llm.types import (
     CompletionRequest,
     ContentDelta,
@@ -126,16 +126,16 @@ class Answer:
 
 
 async def stream_answer(
-    brain: ChatModel, facts: FactStore | None, rounds: Rounds, chat: Chat, plan: PromptPlan,
-    begun: BegunStep, abort: AbortSignal, answer: Answer, client: ClientTools | None = None,
-    actions: ActionRunner | None = None,
+    brain: ChatModel, counter: TokenCounter, facts: FactStore | None, rounds: Rounds,
+    chat: Chat, plan: PromptPlan, begun: BegunStep, abort: AbortSignal, answer: Answer,
+    client: ClientTools | None = None, actions: ActionRunner | None = None,
 ) -> AsyncIterator[StepEvent]:
     """The brain's answer, continued after each round of memory tool calls and runtime actions
     (orchestrator/actions.py) it asks for. A call of a client's tool ends it (ClientToolCalls);
     jin's own tools are never shown to the client (a client tool of the same name stands in
     for jin's)."""
-    answering = _Answering(brain, facts, rounds, chat, plan, begun, abort, answer, client,
-                           actions)
+    answering = _Answering(brain, counter, facts, rounds, chat, plan, begun, abort, answer,
+                           client, actions)
     async for event in answering.run():
         yield event
 
@@ -147,6 +147,8 @@ class _Call:
     calls: list[ToolCall] = field(default_factory=list)  # its tool calls
     said: list[str] = field(default_factory=list)  # its text, as passed on
     asked: list[Marker] = field(default_factory=list)  # the markers in its text
+    written: list[str] = field(default_factory=list)  # all the model wrote, markers and all
+    usage: dict[str, Any] = field(default_factory=dict)  # as its server counted, if it said
 
 
 class _Answering:
@@ -154,11 +156,12 @@ class _Answering:
     filters, the tools offered)."""
 
     def __init__(
-        self, brain: ChatModel, facts: FactStore | None, rounds: Rounds, chat: Chat,
-        plan: PromptPlan, begun: BegunStep, abort: AbortSignal, answer: Answer,
+        self, brain: ChatModel, counter: TokenCounter, facts: FactStore | None, rounds: Rounds,
+        chat: Chat, plan: PromptPlan, begun: BegunStep, abort: AbortSignal, answer: Answer,
         client: ClientTools | None, actions: ActionRunner | None,
     ) -> None:
-        self.brain, self.facts, self.chat, self.plan = brain, facts, chat, plan
+        self.brain, self.counter, self.facts, self.chat, self.plan = (
+            brain, counter, facts, chat, plan)
         self.begun, self.abort, self.answer = begun, abort, answer
         self.client, self.actions = client, actions
         self.message_id = begun.assistant_message_id
@@ -222,15 +225,33 @@ class _Answering:
             yield event
 
     async def _call(self, request: CompletionRequest, call: _Call) -> AsyncIterator[StepEvent]:
-        """One model call, streamed; what it asks for goes into `call`. Ends early at a marker
-        (what the model would write next has not seen the results), or a loop."""
+        """One model call, streamed; what it asks for goes into `call`. Its usage counts
+        however it ended: a call cut short (by a marker, a loop, an abort, a failure) never
+        got its server's usage, which came last, so jin's tokenizer counts it."""
+        try:
+            async for event in self._stream(request, call):
+                yield event
+        finally:
+            self.answer.add_usage(call.usage or self._counted(request, call))
+
+    def _counted(self, request: CompletionRequest, call: _Call) -> dict[str, Any]:
+        """A call's usage as jin's tokenizer counts it: the prompt's messages as the context
+        budget counts them, and what the model wrote (text, reasoning, tool calls)."""
+        prompt = sum(self.counter.count(m.content) + MESSAGE_OVERHEAD for m in request.messages)
+        completion = self.counter.count("".join(call.written))
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion, "counted_by": "jin"}
+
+    async def _stream(self, request: CompletionRequest, call: _Call) -> AsyncIterator[StepEvent]:
+        """The model call's deltas, passed on. Ends early at a marker (what the model would
+        write next has not seen the results), or a loop."""
         answer = self.answer
         # Closed as soon as the loop below is left: a loop stopped closes the provider's stream.
         async with aclosing(until_aborted(self.brain.stream(request), self.abort)) as deltas:
             async for delta in deltas:
-                if isinstance(delta, ContentDelta | ReasoningDelta) \
-                        and answer.first_delta_at is None:
-                    answer.first_delta_at = time.perf_counter()
+                if isinstance(delta, ContentDelta | ReasoningDelta):
+                    call.written.append(delta.text)
+                    answer.first_delta_at = answer.first_delta_at or time.perf_counter()
                 if isinstance(delta, ContentDelta):
                     checked = time.perf_counter()
                     text, found, answer.loop = self.said_text.feed(delta.text)
@@ -248,8 +269,9 @@ class _Answering:
                         yield event
                 elif isinstance(delta, ToolCalls):
                     call.calls = delta.calls
+                    call.written += [c.name + c.arguments for c in delta.calls]
                 elif isinstance(delta, Finish):
-                    answer.add_usage(delta.usage)
+                    call.usage = delta.usage
                     answer.finished = not call.calls
                 if answer.loop is not None:
                     return

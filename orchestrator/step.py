@@ -341,8 +341,8 @@ async def run_step(
                             deps.config.validator.for_chat(started.chat.settings))
             translates = started.route.translate_answer
             async for event in stream_answer(
-                deps.brain, deps.facts, rounds, started.chat, plan, begun, abort, answer,
-                started.client_tools, ActionRunner(deps.search, deps.config.actions),
+                deps.brain, deps.counter, deps.facts, rounds, started.chat, plan, begun, abort,
+                answer, started.client_tools, ActionRunner(deps.search, deps.config.actions),
             ):
                 # On a route that translates the answer, the brain's words are not the
                 # message's: they stream apart, and the message's text comes after them.
