@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from llm.testing import FakeOpenAIServer, Reply
-from tests.api.sse_client import history, new_chat, stream_step
+from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
 
 QUESTION = "Какая столица Франции?"
 TRANSLATED = "What is the capital of France?"
@@ -146,3 +146,27 @@ async def test_a_failed_answer_translation_leaves_the_brains_answer_with_a_warni
     assert rows[1]["content"] == "".join(ANSWER)
     assert "answer_translation" not in rows[1]["meta"]
     assert rows[1]["meta"]["translation"]["text"] == TRANSLATED
+
+
+async def test_a_stop_during_the_answers_translation_keeps_the_brains_answer(
+    translating: httpx.AsyncClient, model: FakeOpenAIServer, translator: FakeOpenAIServer
+) -> None:
+    chat_id = await new_chat(translating)
+    translator.push(Reply([TRANSLATED]), Reply([BACK], hang=True))
+    model.push(Reply(ANSWER))
+
+    async with translating.stream("POST", f"/v1/chats/{chat_id}/messages",
+                                  json={"content": QUESTION}, headers=SSE) as response:
+        body, asked = "", False
+        async for text in response.aiter_text():
+            body += text
+            if "event: brain_chunk" in body and not asked:
+                asked = True
+                assert (await translating.post(f"/v1/chats/{chat_id}/abort")).json()["aborted"]
+        events = parse_events(body)
+
+    data = dict(events)
+    assert "warning" not in data  # asked for: nothing to explain
+    assert _chunks(events, "message_chunk") == "".join(ANSWER)
+    assert data["message_end"]["status"] == "complete"  # the brain had finished
+    assert (await history(translating, chat_id))[1]["content"] == "".join(ANSWER)
