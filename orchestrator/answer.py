@@ -226,13 +226,17 @@ class _Answering:
 
     async def _call(self, request: CompletionRequest, call: _Call) -> AsyncIterator[StepEvent]:
         """One model call, streamed; what it asks for goes into `call`. Its usage counts
-        however it ended: a call cut short (by a marker, a loop, an abort, a failure) never
-        got its server's usage, which came last, so jin's tokenizer counts it."""
+        however it ended: a call cut short (by a marker, a loop, an abort, a failure) after the
+        model wrote never got its server's usage, which comes last, so jin's tokenizer counts
+        it (as it does for a server that never sends usage)."""
         try:
             async for event in self._stream(request, call):
                 yield event
         finally:
-            self.answer.add_usage(call.usage or self._counted(request, call))
+            if call.usage:
+                self.answer.add_usage(call.usage)
+            elif call.written:  # (a call refused before it streamed cost nothing)
+                self.answer.add_usage(self._counted(request, call))
 
     def _counted(self, request: CompletionRequest, call: _Call) -> dict[str, Any]:
         """A call's usage as jin's tokenizer counts it: the prompt's messages as the context
@@ -251,7 +255,8 @@ class _Answering:
             async for delta in deltas:
                 if isinstance(delta, ContentDelta | ReasoningDelta):
                     call.written.append(delta.text)
-                    answer.first_delta_at = answer.first_delta_at or time.perf_counter()
+                    if answer.first_delta_at is None:
+                        answer.first_delta_at = time.perf_counter()
                 if isinstance(delta, ContentDelta):
                     checked = time.perf_counter()
                     text, found, answer.loop = self.said_text.feed(delta.text)
