@@ -64,7 +64,6 @@ from migrations.embedding_dim import current_dim
 from orchestrator.actions import ActionConfig
 from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import CompactionPolicy
-from orchestrator.route import RouteConfig
 from orchestrator.runtime_memory import RuntimeMemory
 from orchestrator.runtime_patterns import RuntimePatterns
 from orchestrator.step import StepConfig, StepDeps
@@ -88,7 +87,7 @@ def _step_config(settings: Settings, context_window: int | None) -> StepConfig:
         worker_id=f"{socket.gethostname()}:{os.getpid()}",
         memory_tools=settings.memory_tools,
         validator=settings.validator_config(),
-        route=RouteConfig(translate_input=settings.translates_input()),
+        route=settings.route_config(),
         translator=TranslatorConfig(
             timeout=settings.translator_timeout_seconds,
             max_tokens=settings.translator_max_tokens or TranslatorConfig.max_tokens),

@@ -256,6 +256,9 @@ class ContextOut(BaseModel):
     route: list[str] = Field(description="the planner's nodes for the message, in order")
     translation: dict[str, Any] | None = Field(
         description="the newest user message's translation, as the brain read it")
+    answer_translation: dict[str, Any] | None = Field(
+        default=None, description="the newest answer's translation into the user's language "
+                                  "(`source`: the brain's own answer)")
     actions: list[dict[str, Any]] = Field(
         description="the newest answer's actions (memory tools, runtime actions), each as "
                     "its last runtime_action event")

@@ -21,6 +21,7 @@ from memory.indexer import IndexerConfig
 from memory.ranking import RecallConfig
 from memory.runtime_patterns import TriggerConfig
 from memory.runtime_state import StrengthConfig
+from orchestrator.route import RouteConfig
 from orchestrator.runtime_memory import RuntimeMemoryConfig
 from orchestrator.runtime_patterns import PatternsConfig
 from orchestrator.stream_validator import ValidatorConfig
@@ -75,6 +76,8 @@ class Settings(BaseSettings):
     translator_max_tokens: int | None = Field(default=2048, gt=0)
     # Whether Cyrillic input goes through the translator (unset: yes, when one is configured).
     translate_input: bool | None = None
+    # Whether the brain's answer to translated input goes back into the user's language.
+    translate_answer: bool = False
     translator_timeout_seconds: float = Field(default=30.0, gt=0)
     embedder_url: str | None = None
     embedder_model: str | None = None
@@ -259,6 +262,13 @@ class Settings(BaseSettings):
     def translates_input(self) -> bool:
         """JIN_TRANSLATE_INPUT, which is on by default once a translator is configured."""
         return bool(self.translator_url) and self.translate_input is not False
+
+    def route_config(self) -> RouteConfig:
+        """The planner's choices: JIN_TRANSLATE_INPUT, and JIN_TRANSLATE_ANSWER, which only
+        ever applies to input that was translated."""
+        translates = self.translates_input()
+        return RouteConfig(translate_input=translates,
+                           translate_answer=translates and self.translate_answer)
 
     def http_config(self) -> HTTPConfig:
         """How each model server's client waits and pools. A running step holds one brain call

@@ -114,6 +114,8 @@ class Answer:
             self._write("thinking", "thinking:", data["chunk"], s.dim)
         elif name == "message_chunk":
             self._write("answer", "jin>", data["chunk"], "")
+        elif name == "brain_chunk":  # the brain's own words, before their translation
+            self._write("brain", "brain:", data["chunk"], s.dim)
         elif name == "message_error":
             self._line(f"[error: {data['text']} ({data['code']})]")
         elif name == "runtime_action" and data.get("via"):  # a runtime action (web search)

@@ -11,11 +11,11 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chat.ports import BegunStep
-from chat.types import Chat
-from llm.ports import ChatModel
+from chat.types import MESSAGE_OVERHEAD, Chat
+from llm.ports import ChatModel, TokenCounter
 from llm.types import (
     CompletionRequest,
     ContentDelta,
@@ -32,13 +32,17 @@ from orchestrator.events import (
     ClientToolCalls,
     MessageChunk,
     RuntimeAction,
+    RuntimeLog,
     StepEvent,
     ThinkingChunk,
 )
-from orchestrator.markers import Marker, MarkerFilter
-from orchestrator.scrub import FenceScrubber
-from orchestrator.stream_validator import LoopStop, StreamValidator, ValidatorConfig
+from orchestrator.markers import Marker
+from orchestrator.stream_text import StreamText
+from orchestrator.stream_validator import LoopStop, ValidatorConfig
 from orchestrator.tools import MEMORY_TOOLS, execute, invalid
+
+if TYPE_CHECKING:
+    from orchestrator.translation import Translation
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,9 @@ class Answer:
     first_chunk_at: float | None = None
     validator_s: float = 0.0  # the stream validator's own time over the answer and reasoning
     actions_s: float = 0.0  # runtime actions' time (a web search), within the model's span
+    # The answer in the user's language (orchestrator/translation.py translate_answer): with a
+    # Translated, the message is its text, and the brain's own words are kept beside it.
+    translation: Translation | None = None
 
     def add_usage(self, usage: dict[str, Any]) -> None:
         """Usage summed over the model calls of a step (tool rounds make several)."""
@@ -105,171 +112,251 @@ class Answer:
         self.usage = merged
 
     def partial(self) -> tuple[str, str]:
+        """The message's text as the user reads it (the answer's translation, if there is
+        one), and the reasoning."""
+        translation = self.translation
+        if translation is not None and translation.type == "translated":
+            return translation.text, "".join(self.reasoning)
         return "".join(self.content), "".join(self.reasoning)
 
-
-class AnswerText:
-    """The answer's text on its way to the client: jin's fences scrubbed, JIN's markers taken
-    out (when runtime actions run), then the stream validator. Pure."""
-
-    def __init__(self, validator: ValidatorConfig, markers: bool) -> None:
-        self.scrubber = FenceScrubber()
-        self.markers = MarkerFilter() if markers else None
-        self.check = StreamValidator(validator, "answer")
-
-    def feed(self, text: str) -> tuple[str, list[Marker], LoopStop | None]:
-        """The text to pass on, the markers it completed, and the loop it completed."""
-        text, asked = self._unmarked(self.scrubber.feed(text))
-        said, loop = self.check.feed(text)
-        return said, asked, loop
-
-    def end_of_call(self) -> tuple[str, list[Marker], LoopStop | None]:
-        """One model call's stream ended: a marker it left open counts as asked, and text
-        held as a possible marker goes on."""
-        if self.markers is None:
-            return "", [], None
-        text, asked = self.markers.flush()
-        said, loop = self.check.feed(text) if text else ("", None)
-        return said, asked, loop
-
-    def finish(self) -> str:
-        """The model has finished: what was held goes on (a loop no longer matters)."""
-        text, _ = self._unmarked(self.scrubber.flush())
-        if self.markers is not None:
-            text += self.markers.flush()[0]  # (a marker opened here is not run: dropped)
-        return self.check.finish(text)
-
-    def _unmarked(self, text: str) -> tuple[str, list[Marker]]:
-        return self.markers.feed(text) if self.markers is not None else (text, [])
+    def complete(self, abort: AbortSignal) -> bool:
+        """The model finished its answer: no loop stopped it, no abort, no client tool call."""
+        return (self.finished and self.loop is None and not self.tool_calls
+                and not abort.event.is_set())
 
 
 async def stream_answer(
-    brain: ChatModel, facts: FactStore | None, rounds: Rounds, chat: Chat, plan: PromptPlan,
-    begun: BegunStep, abort: AbortSignal, answer: Answer, client: ClientTools | None = None,
-    actions: ActionRunner | None = None,
+    brain: ChatModel, counter: TokenCounter, facts: FactStore | None, rounds: Rounds,
+    chat: Chat, plan: PromptPlan, begun: BegunStep, abort: AbortSignal, answer: Answer,
+    client: ClientTools | None = None, actions: ActionRunner | None = None,
 ) -> AsyncIterator[StepEvent]:
     """The brain's answer, continued after each round of memory tool calls and runtime actions
     (orchestrator/actions.py) it asks for. A call of a client's tool ends it (ClientToolCalls);
     jin's own tools are never shown to the client (a client tool of the same name stands in
     for jin's)."""
-    message_id = begun.assistant_message_id
-    theirs = client.names() if client is not None else set()
-    memory = ([t for t in MEMORY_TOOLS if t["function"]["name"] not in theirs]
-              if facts is not None and rounds.tools else [])
-    runtime = actions.tools(theirs) if actions is not None else []
-    tools = [*memory, *runtime, *(client.tools if client is not None else [])] or None
-    messages = list(plan.messages)
-    # The model may echo a fence: it never reaches the answer, nor the reasoning shown.
-    said_text, thoughts = AnswerText(rounds.validator, actions is not None), FenceScrubber()
-    thought_check = StreamValidator(rounds.validator, "reasoning")
-    # With a search provider each action may take a model call of its own: room for the
-    # cap's actions, and one call more after them.
-    limit = rounds.max_rounds if actions is None or actions.search is None \
-        else max(rounds.max_rounds, actions.config.max_actions + 1)
-    for round_ in range(limit + 1):
-        stopped = actions is not None and actions.stopped
-        request = CompletionRequest(
-            messages=messages, model=chat.settings.model, max_tokens=plan.budget.answer_reserve,
-            temperature=chat.settings.temperature,
-            tools=tools if round_ < limit and not stopped else None,
-            tool_choice=client.choice if client is not None else None,
-        )
-        calls: list[ToolCall] = []
-        said: list[str] = []
-        asked: list[Marker] = []
+    answering = _Answering(brain, counter, facts, rounds, chat, plan, begun, abort, answer,
+                           client, actions)
+    async for event in answering.run():
+        yield event
+
+
+@dataclass
+class _Call:
+    """What one model call asked for, and said."""
+
+    calls: list[ToolCall] = field(default_factory=list)  # its tool calls
+    said: list[str] = field(default_factory=list)  # its text, as passed on
+    asked: list[Marker] = field(default_factory=list)  # the markers in its text
+    written: list[str] = field(default_factory=list)  # all the model wrote, markers and all
+    usage: dict[str, Any] = field(default_factory=dict)  # as its server counted, if it said
+
+
+class _Answering:
+    """One answer: its model calls, and the state they share (the prompt so far, the text's
+    filters, the tools offered)."""
+
+    def __init__(
+        self, brain: ChatModel, counter: TokenCounter, facts: FactStore | None, rounds: Rounds,
+        chat: Chat, plan: PromptPlan, begun: BegunStep, abort: AbortSignal, answer: Answer,
+        client: ClientTools | None, actions: ActionRunner | None,
+    ) -> None:
+        self.brain, self.counter, self.facts, self.chat, self.plan = (
+            brain, counter, facts, chat, plan)
+        self.begun, self.abort, self.answer = begun, abort, answer
+        self.client, self.actions = client, actions
+        self.message_id = begun.assistant_message_id
+        self.theirs = client.names() if client is not None else set()
+        self.tools = self._offered(rounds)
+        self.messages = list(plan.messages)
+        # The model may echo a fence or write a marker in either stream: neither is shown.
+        self.said_text = StreamText(rounds.validator, "answer", actions is not None)
+        self.thoughts = StreamText(rounds.validator, "reasoning", actions is not None)
+        # With a search provider each action may take a model call of its own: room for the
+        # cap's actions, and one call more after them.
+        self.limit = rounds.max_rounds if actions is None or actions.search is None \
+            else max(rounds.max_rounds, actions.config.max_actions + 1)
+
+    def _offered(self, rounds: Rounds) -> list[dict[str, Any]] | None:
+        """jin's memory tools and runtime actions, then the client's (whose names win)."""
+        memory = ([t for t in MEMORY_TOOLS if t["function"]["name"] not in self.theirs]
+                  if self.facts is not None and rounds.tools else [])
+        runtime = self.actions.tools(self.theirs) if self.actions is not None else []
+        return [*memory, *runtime, *(self.client.tools if self.client is not None else [])] \
+            or None
+
+    async def run(self) -> AsyncIterator[StepEvent]:
+        answer, actions = self.answer, self.actions
+        for round_ in range(self.limit + 1):
+            stopped = actions is not None and actions.stopped
+            request = CompletionRequest(
+                messages=self.messages, model=self.chat.settings.model,
+                max_tokens=self.plan.budget.answer_reserve,
+                temperature=self.chat.settings.temperature,
+                tools=self.tools if round_ < self.limit and not stopped else None,
+                tool_choice=self.client.choice if self.client is not None else None,
+            )
+            call = _Call()
+            async for event in self._call(request, call):
+                yield event
+            if answer.loop is not None:
+                return  # (what was held back is the loop's: it is not passed on)
+            if request.tools is None:
+                call.calls = []  # (a call to a tool that was not offered is not run)
+            if (not call.calls and not call.asked) or self.abort.event.is_set():
+                break
+            answer.finished = False  # (a model call follows, or the answer ends here unfinished)
+            if any(c.name in self.theirs for c in call.calls):
+                async for event in self._hand_over(call.calls):
+                    yield event
+                break
+            if call.calls and self.facts is None \
+                    and not any(actions and actions.runs(c) for c in call.calls):
+                break
+            last = stopped or round_ == self.limit  # no model call follows: what it asks is not run
+            self.messages.append(PromptMessage(
+                "assistant", "".join(call.said),
+                tool_calls=[c.to_openai() for c in call.calls] or None))
+            async for event in self._act_on(call, last):
+                yield event
+            if last:
+                answer.finished = True
+                break
+        async for event in self._finish():
+            yield event
+
+    async def _call(self, request: CompletionRequest, call: _Call) -> AsyncIterator[StepEvent]:
+        """One model call, streamed; what it asks for goes into `call`. Its usage counts
+        however it ended: a call cut short (by a marker, a loop, an abort, a failure) after the
+        model wrote never got its server's usage, which comes last, so jin's tokenizer counts
+        it (as it does for a server that never sends usage)."""
+        try:
+            async for event in self._stream(request, call):
+                yield event
+        finally:
+            if call.usage:
+                self.answer.add_usage(call.usage)
+            elif call.written:  # (a call refused before it streamed cost nothing)
+                self.answer.add_usage(self._counted(request, call))
+
+    def _counted(self, request: CompletionRequest, call: _Call) -> dict[str, Any]:
+        """A call's usage as jin's tokenizer counts it: the prompt's messages as the context
+        budget counts them, and what the model wrote (text, reasoning, tool calls)."""
+        prompt = sum(self.counter.count(m.content) + MESSAGE_OVERHEAD for m in request.messages)
+        completion = self.counter.count("".join(call.written))
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion, "counted_by": "jin"}
+
+    async def _stream(self, request: CompletionRequest, call: _Call) -> AsyncIterator[StepEvent]:
+        """The model call's deltas, passed on. Ends early at a marker (what the model would
+        write next has not seen the results), or a loop."""
+        answer = self.answer
         # Closed as soon as the loop below is left: a loop stopped closes the provider's stream.
-        async with aclosing(until_aborted(brain.stream(request), abort)) as deltas:
+        async with aclosing(until_aborted(self.brain.stream(request), self.abort)) as deltas:
             async for delta in deltas:
-                if isinstance(delta, ContentDelta | ReasoningDelta) \
-                        and answer.first_delta_at is None:
-                    answer.first_delta_at = time.perf_counter()
+                if isinstance(delta, ContentDelta | ReasoningDelta):
+                    call.written.append(delta.text)
+                    if answer.first_delta_at is None:
+                        answer.first_delta_at = time.perf_counter()
                 if isinstance(delta, ContentDelta):
                     checked = time.perf_counter()
-                    text, found, answer.loop = said_text.feed(delta.text)
+                    text, found, answer.loop = self.said_text.feed(delta.text)
                     answer.validator_s += time.perf_counter() - checked
-                    asked += found
+                    call.asked += found
                     if text:
-                        said.append(text)
-                        answer.content.append(text)
-                        answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
-                        yield MessageChunk(message_id, text)
+                        yield self._said(text, call)
                     if found and answer.loop is None:
-                        break  # what the model would write next has not seen the results
+                        break
                 elif isinstance(delta, ReasoningDelta):
                     checked = time.perf_counter()
-                    text, answer.loop = thought_check.feed(thoughts.feed(delta.text))
+                    text, drafted, answer.loop = self.thoughts.feed(delta.text)
                     answer.validator_s += time.perf_counter() - checked
-                    if text:
-                        answer.reasoning.append(text)
-                        answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
-                        yield ThinkingChunk(message_id, text)
+                    for event in self._thought(text, drafted):
+                        yield event
                 elif isinstance(delta, ToolCalls):
-                    calls = delta.calls
+                    call.calls = delta.calls
+                    call.written += [c.name + c.arguments for c in delta.calls]
                 elif isinstance(delta, Finish):
-                    answer.add_usage(delta.usage)
-                    answer.finished = not calls
+                    call.usage = delta.usage
+                    answer.finished = not call.calls
                 if answer.loop is not None:
-                    return  # (what was held back is the loop's: it is not passed on)
-        text, found, answer.loop = said_text.end_of_call()
-        asked += found
+                    return
+        text, drafted, answer.loop = self.thoughts.end_of_call()
+        for event in self._thought(text, drafted):
+            yield event
         if answer.loop is not None:
             return
+        text, found, answer.loop = self.said_text.end_of_call()
+        call.asked += found
+        if answer.loop is None and text:
+            yield self._said(text, call)
+
+    def _said(self, text: str, call: _Call) -> MessageChunk:
+        """Text of the answer, passed on."""
+        call.said.append(text)
+        self.answer.content.append(text)
+        self.answer.first_chunk_at = self.answer.first_chunk_at or time.perf_counter()
+        return MessageChunk(self.message_id, text)
+
+    def _thought(self, text: str, drafted: list[Marker]) -> list[StepEvent]:
+        """Reasoning, passed on; a marker in it is taken out and not run, which the runtime's
+        log says."""
+        events: list[StepEvent] = []
         if text:
-            said.append(text)
-            answer.content.append(text)
-            answer.first_chunk_at = answer.first_chunk_at or time.perf_counter()
-            yield MessageChunk(message_id, text)
-        if request.tools is None:
-            calls = []  # (a call to a tool that was not offered is not run)
-        if (not calls and not asked) or abort.event.is_set():
-            break
-        answer.finished = False  # (a model call follows, or the answer ends here unfinished)
-        mine = [c for c in calls if c.name not in theirs]
-        if len(mine) < len(calls):  # the client runs its calls; jin's memory calls run, unseen
-            answer.tool_calls = [c.to_openai() for c in calls if c.name in theirs]
-            answer.finished = True
-            if facts is not None:
-                for call in mine:
-                    if actions is None or not actions.runs(call):
-                        result = await execute(call, facts, chat,
-                                               [begun.user_message.id, message_id])
-                        answer.actions.append(result.action)
-                        yield result.action
-            yield ClientToolCalls(message_id, answer.tool_calls)
-            break
-        if calls and facts is None and not any(actions and actions.runs(c) for c in calls):
-            break
-        last = stopped or round_ == limit  # no model call follows: what it asks is not run
-        messages.append(PromptMessage("assistant", "".join(said),
-                                      tool_calls=[c.to_openai() for c in calls] or None))
-        sources = [begun.user_message.id, message_id]
-        for call in calls:
-            if actions is not None and actions.runs(call):
-                async for event in _act(actions, Ask.of_call(call), abort, answer, messages):
+            self.answer.reasoning.append(text)
+            self.answer.first_chunk_at = self.answer.first_chunk_at or time.perf_counter()
+            events.append(ThinkingChunk(self.message_id, text))
+        events += [RuntimeLog("[ACTIONS]", f"a {m.name} marker in the reasoning was not run "
+                              f"(only the answer's are): {m.argument!r}") for m in drafted]
+        return events
+
+    async def _hand_over(self, calls: list[ToolCall]) -> AsyncIterator[StepEvent]:
+        """The answer ends in calls of the client's tools: the client runs them; jin's memory
+        calls among them run, unseen."""
+        answer = self.answer
+        answer.tool_calls = [c.to_openai() for c in calls if c.name in self.theirs]
+        answer.finished = True
+        if self.facts is not None:
+            for call in (c for c in calls if c.name not in self.theirs):
+                if self.actions is None or not self.actions.runs(call):
+                    result = await execute(call, self.facts, self.chat,
+                                           [self.begun.user_message.id, self.message_id])
+                    answer.actions.append(result.action)
+                    yield result.action
+        yield ClientToolCalls(self.message_id, answer.tool_calls)
+
+    async def _act_on(self, call: _Call, last: bool) -> AsyncIterator[StepEvent]:
+        """Run what the model call asked for (its tool calls, then its markers); the results go
+        into the next call's prompt."""
+        actions, sources = self.actions, [self.begun.user_message.id, self.message_id]
+        for tool_call in call.calls:
+            if actions is not None and actions.runs(tool_call):
+                async for event in _act(actions, Ask.of_call(tool_call), self.abort, self.answer,
+                                        self.messages):
                     yield event
                 continue
-            result = (await execute(call, facts, chat, sources) if facts is not None
-                      else invalid(call, f"unknown tool {call.name!r}"))
-            answer.actions.append(result.action)
+            result = (await execute(tool_call, self.facts, self.chat, sources)
+                      if self.facts is not None
+                      else invalid(tool_call, f"unknown tool {tool_call.name!r}"))
+            self.answer.actions.append(result.action)
             yield result.action
-            messages.append(PromptMessage("tool", result.content, tool_call_id=call.id))
-        for marker in asked:
+            self.messages.append(PromptMessage("tool", result.content,
+                                               tool_call_id=tool_call.id))
+        for marker in call.asked:
             assert actions is not None  # (markers are read only when actions run)
             if last:
                 actions.stopped = True
-            async for event in _act(actions, actions.ask_of_marker(marker), abort, answer,
-                                    messages):
+            async for event in _act(actions, actions.ask_of_marker(marker), self.abort,
+                                    self.answer, self.messages):
                 yield event
-        if last:
-            answer.finished = True
-            break
-    # The model has finished: what the scrubbers held goes on (a loop no longer matters).
-    if tail := thoughts.flush():
-        answer.reasoning.append(tail)
-        yield ThinkingChunk(message_id, tail)
-    if tail := said_text.finish():
-        answer.content.append(tail)
-        yield MessageChunk(message_id, tail)
+
+    async def _finish(self) -> AsyncIterator[StepEvent]:
+        """The model has finished: what the scrubbers held goes on (a loop no longer matters)."""
+        if tail := self.thoughts.finish():
+            self.answer.reasoning.append(tail)
+            yield ThinkingChunk(self.message_id, tail)
+        if tail := self.said_text.finish():
+            self.answer.content.append(tail)
+            yield MessageChunk(self.message_id, tail)
 
 
 async def _act(

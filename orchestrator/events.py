@@ -50,6 +50,18 @@ class MessageChunk:
 
 
 @dataclass(frozen=True)
+class BrainChunk:
+    """The brain's own answer as it streams, on a route that translates the answer
+    (orchestrator/route.py `translator_answer`): the message's text is then its translation,
+    streamed as message_chunk once the translator is done (or the brain's own words, if it
+    failed), so that the message_chunks add up to the answer stored."""
+
+    message_id: uuid.UUID
+    chunk: str
+    type: Literal["brain_chunk"] = "brain_chunk"
+
+
+@dataclass(frozen=True)
 class MessageEnd:
     message_id: uuid.UUID
     status: str
@@ -179,7 +191,8 @@ class StepEnd:
 
 
 StepEvent = (
-    StepStart | ContextInfo | MessageStart | ThinkingChunk | MessageChunk | MessageEnd
+    StepStart | ContextInfo | MessageStart | ThinkingChunk | MessageChunk | BrainChunk
+    | MessageEnd
     | MessageError | RuntimeAction | ClientToolCalls | CompactionDone | StepWarning
     | RuntimeMemoryUpdate | RuntimePatternsUpdate | StepEnd | RuntimeLog | Telemetry
 )

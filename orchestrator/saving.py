@@ -41,10 +41,12 @@ def step_timings(
     # The runtime actions (a web search) run within the brain's span: a wait on another
     # server, counted as the model's time is, apart from the brain's own.
     actions = answer.actions_s * 1000
-    brain = (model_ended - model_started) * 1000 - actions
+    # So does the answer's translation, after the brain's answer.
+    back = answer.translation.ms if answer.translation is not None else 0.0
+    brain = (model_ended - model_started) * 1000 - actions - back
     translation = started.translation
     translator = translation.ms if translation is not None else 0.0
-    model = brain + started.embed_ms + helper_ms + translator + actions
+    model = brain + started.embed_ms + helper_ms + translator + actions + back
     timings = {
         "open_ms": round((started.opened_at - started.received_at) * 1000, 3),
         "model_ms": round(model, 3),
@@ -66,6 +68,10 @@ def step_timings(
         timings["translator_ms"] = round(translator, 3)
         if isinstance(translation, Translated):
             timings |= _tokens("translator", translation.usage)
+    if answer.translation is not None:
+        timings["translator_answer_ms"] = round(back, 3)
+        if isinstance(answer.translation, Translated):
+            timings |= _tokens("translator_answer", answer.translation.usage)
     if answer.first_chunk_at is not None:
         timings["first_token_ms"] = round((answer.first_chunk_at - started.received_at) * 1000, 3)
     if answer.first_delta_at is not None:
@@ -117,10 +123,13 @@ def _meta(answer: Answer, started: Started) -> dict[str, Any] | None:
     """What the answer's row keeps beside its text: the memory actions it took, the calls of
     the client's tools it ended in (so the next prompt shows them before their results), the
     loop the stream validator stopped, and what the translator made of the user's message
-    (the user's row is final once the step opens: the step keeps it here)."""
+    (the user's row is final once the step opens: the step keeps it here) and of the brain's
+    answer (whose own words are then kept here, as the translation's `source`)."""
     meta: dict[str, Any] = {}
     if isinstance(started.translation, Translated):
         meta["translation"] = started.translation.to_json()
+    if isinstance(answer.translation, Translated):  # the content is its text
+        meta["answer_translation"] = answer.translation.to_json()
     if answer.actions:
         meta["actions"] = [event_payload(a) for a in answer.actions]
     if answer.tool_calls:

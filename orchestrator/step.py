@@ -34,8 +34,10 @@ from orchestrator.compaction_policy import Compact, CompactionState, decide
 from orchestrator.context import Budget, PromptPlan, assemble, prompt_message
 from orchestrator.errors import ChatNotFound, HistoryMoved, MessageTooLarge
 from orchestrator.events import (
+    BrainChunk,
     CompactionDone,
     ContextInfo,
+    MessageChunk,
     MessageEnd,
     MessageError,
     MessageStart,
@@ -65,6 +67,7 @@ from orchestrator.translation import (
     Translation,
     TranslatorConfig,
     take_route,
+    translate_answer,
 )
 
 log = logging.getLogger("jin.step")
@@ -352,11 +355,20 @@ async def run_step(
         try:
             rounds = Rounds(deps.config.memory_tools, deps.config.max_tool_rounds,
                             deps.config.validator.for_chat(started.chat.settings))
+            translates = started.route.translate_answer
             async for event in stream_answer(
-                deps.brain, deps.facts, rounds, started.chat, plan, begun, abort, answer,
-                started.client_tools, ActionRunner(deps.search, deps.config.actions),
+                deps.brain, deps.counter, deps.facts, rounds, started.chat, plan, begun, abort,
+                answer, started.client_tools, ActionRunner(deps.search, deps.config.actions),
             ):
-                yield event
+                # On a route that translates the answer, the brain's words are not the
+                # message's: they stream apart, and the message's text comes after them.
+                yield (BrainChunk(message_id, event.chunk)
+                       if translates and isinstance(event, MessageChunk) else event)
+            if translates and answer.complete(abort):  # (within the monitor: the lease holds)
+                answer.translation, warning = await translate_answer(
+                    deps, started, "".join(answer.content), abort)
+                if warning is not None:
+                    yield warning
         finally:
             model_ended = time.perf_counter()
             monitor.cancel()
@@ -364,6 +376,9 @@ async def run_step(
     except BaseException as exc:  # the streaming boundary: how it ended becomes the outcome
         error = exc
     drop_layers(layers)  # (read and placed by now, unless the step ended before its prompt)
+    if started.route.translate_answer and (error is None or isinstance(error, Exception)) \
+            and (shown := answer.partial()[0]):
+        yield MessageChunk(message_id, shown)  # the translation, or the brain's own words
     outcome = stream_outcome(error, abort.reason if abort.event.is_set() else None,
                              answer.finished, answer.loop)
     log_outcome(begun.step_id, outcome, error)

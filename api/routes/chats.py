@@ -172,6 +172,7 @@ async def context(
         # translator made of the last user message that was translated, as its step kept it.
         "route": list(plan_route(query, "user", _route_config(deps)).nodes),
         "translation": _last_translation(window),
+        "answer_translation": _last_answer_translation(window),
         "actions": _last_actions(window),
     }
 
@@ -193,6 +194,15 @@ def _last_translation(window: Window) -> dict[str, Any] | None:
     if answer is None or "translation" not in answer.meta:
         return None
     return {"message_id": str(user.id), **answer.meta["translation"]}
+
+
+def _last_answer_translation(window: Window) -> dict[str, Any] | None:
+    """The newest answer's translation into the user's language (JIN_TRANSLATE_ANSWER), as
+    its step kept it: `source` is the brain's own answer, `text` the message's content."""
+    answer = next((m for m in reversed(window.tail) if m.kind == "assistant"), None)
+    if answer is None or "answer_translation" not in answer.meta:
+        return None
+    return {"message_id": str(answer.id), **answer.meta["answer_translation"]}
 
 
 def _last_actions(window: Window) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ import pytest
 
 from llm.search_testing import Document, FakeSearchServer
 from llm.testing import FakeOpenAIServer, Reply
+from llm.tokens import TiktokenCounter
 from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
 from tests.api.test_fences import PAYLOAD, as_read, assert_fenced, attack
 
@@ -120,6 +121,51 @@ async def test_a_marker_split_across_chunks_is_never_shown_nor_stored_and_runs(
     assert rows[-1]["content"] == answer
     assert "WEB_SEARCH" not in json.dumps(rows)  # in no field of the history
     assert [a["status"] for a in rows[-1]["meta"]["actions"]] == ["done"]
+
+
+async def test_a_marker_in_the_reasoning_is_taken_out_but_not_run(
+    searching: httpx.AsyncClient, model: FakeOpenAIServer, search: FakeSearchServer,
+) -> None:
+    chat_id = await new_chat(searching)
+    model.push(Reply(["Kyiv."], reasoning=["Maybe search. <WEB_", "SEARCH: capital of ",
+                                           "Ukraine>", " No, I know it."]))
+    events = await stream_step(searching, chat_id, "capital of Ukraine?")
+
+    thoughts = [d["chunk"] for n, d in events if n == "thinking_chunk"]
+    assert "".join(thoughts) == "Maybe search.  No, I know it."
+    assert not any(s in c for c in thoughts for s in ("<", "WEB", "Ukraine"))
+    assert _actions(events) == [] and search.queries == []  # one model call, no search
+    assert ("log", {"tag": "[ACTIONS]", "message": "a WEB_SEARCH marker in the reasoning was "
+                    "not run (only the answer's are): 'capital of Ukraine'"}) in events
+    assert _said(events) == "Kyiv."
+    rows = await history(searching, chat_id)
+    assert rows[-1]["reasoning"] == "Maybe search.  No, I know it."
+    assert "WEB_SEARCH" not in json.dumps(rows)
+
+
+async def test_a_call_a_marker_cut_short_still_counts_its_tokens(
+    searching: httpx.AsyncClient, model: FakeOpenAIServer, search: FakeSearchServer,
+) -> None:
+    # The server's usage comes last: the call a marker ends never gets it, and jin counts
+    # the call's prompt and what the model wrote with its own tokenizer.
+    chat_id = await new_chat(searching)
+    cut = "Checking. <WEB_SEARCH: capital of Ukraine>"
+    model.push(Reply([cut, " never read"], usage={"prompt_tokens": 999, "completion_tokens": 999}),
+               Reply(["Kyiv."], usage={"prompt_tokens": 50, "completion_tokens": 3}))
+    events = await stream_step(searching, chat_id, "capital of Ukraine?")
+
+    counter = TiktokenCounter()
+    prompt = sum(counter.count(m["content"]) + 4 for m in model.requests[0]["messages"])
+    data = dict(events)
+    usage = data["message_end"]["usage"]
+    assert usage["prompt_tokens"] == prompt + 50
+    assert usage["completion_tokens"] == counter.count(cut) + 3
+    assert usage["counted_by"] == "jin"
+    timings = data["step_end"]["timings"]
+    assert timings["brain_prompt_tokens"] == prompt + 50
+    assert timings["brain_completion_tokens"] == counter.count(cut) + 3
+    brain = next(n for n in data["telemetry"]["nodes"] if n["node"] == "brain")
+    assert brain["completion_tokens"] == counter.count(cut) + 3
 
 
 async def test_a_search_provider_that_fails_or_is_slow_gives_failed_and_the_answer_goes_on(

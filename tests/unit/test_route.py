@@ -33,3 +33,12 @@ def test_a_translation_may_take_about_twice_the_source_within_the_roles_cap() ->
     assert token_cap(3, config) == 64
     assert token_cap(100, config) == 216
     assert token_cap(1000, config) == 500
+
+
+def test_the_answer_goes_back_only_on_a_route_whose_input_was_translated() -> None:
+    both = RouteConfig(translate_input=True, translate_answer=True)
+    route = plan_route("Привет", "user", both)
+    assert route.nodes == ("planner", "translator", "brain", "validator", "translator_answer")
+    assert route.translate_answer
+    assert not plan_route("hello", "user", both).translate_answer
+    assert not plan_route("Привет", "tool", both).translate_answer
