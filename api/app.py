@@ -34,6 +34,7 @@ from api.routes import (
     metrics,
     openai_compat,
     runtime_memory,
+    snapshots,
     ws,
 )
 from api.runtime import Runtime
@@ -57,6 +58,7 @@ from llm.types import ProviderConfig
 from memory.indexer import Indexer
 from memory.recall_store import PostgresRecall
 from memory.runtime_store import PostgresRuntimeMemory
+from memory.snapshot_store import PostgresSnapshots
 from memory.store import FactConfig, PostgresFactStore
 from migrations.embedding_dim import current_dim
 from orchestrator.actions import ActionConfig
@@ -64,6 +66,7 @@ from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import CompactionPolicy
 from orchestrator.route import RouteConfig
 from orchestrator.runtime_memory import RuntimeMemory
+from orchestrator.snapshots import SessionSnapshots
 from orchestrator.step import StepConfig, StepDeps
 from orchestrator.translation import TranslatorConfig
 
@@ -339,6 +342,14 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             on_rejected=lambda reason: meter.runtime_memory_rejections.labels(reason).inc(),
             listeners=[lambda _event: meter.runtime_memory_updates.inc()],
         ) if settings.runtime_memory else None
+        l3 = SessionSnapshots(
+            store=PostgresSnapshots(engine),
+            l1=l1.store,
+            helper=l1.helper,
+            counter=counter,
+            config=settings.snapshot_config(),
+            runtime=l1,
+        ) if l1 is not None and settings.session_snapshots else None
         deps = StepDeps(
             chats=chats,
             steps=steps,
@@ -353,6 +364,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
                         if "translator" in servers else None),
             search=search,
             runtime_memory=l1,
+            snapshots=l3,
         )
         runtime = Runtime(
             engine=engine, deps=deps,
@@ -431,6 +443,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     app.include_router(messages.router)
     app.include_router(memories.router)
     app.include_router(runtime_memory.router)
+    app.include_router(snapshots.router)
     app.include_router(metrics.router)
     app.include_router(openai_compat.router)
     app.include_router(ws.router)

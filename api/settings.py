@@ -21,6 +21,7 @@ from memory.indexer import IndexerConfig
 from memory.ranking import RecallConfig
 from memory.runtime_state import StrengthConfig
 from orchestrator.runtime_memory import RuntimeMemoryConfig
+from orchestrator.snapshots import SnapshotConfig
 from orchestrator.stream_validator import ValidatorConfig
 
 Role = Literal["brain", "helper", "translator", "embedder"]
@@ -150,6 +151,12 @@ class Settings(BaseSettings):
     l1_decay: float = Field(default=0.82, gt=0, le=1)  # a line's strength, each rewrite
     l1_floor: float = Field(default=0.2, ge=0, le=1)  # a line under it falls out
     l1_durable_floor: float = Field(default=0.25, ge=0, le=1)  # a durable line's least
+    # L3 session snapshots (orchestrator/snapshots.py): a chat's session saved as a digest on
+    # request, per user; a new chat may start from one. Built from L1: off while L1 is off.
+    session_snapshots: bool = True
+    l3_digest_max_tokens: int = Field(default=400, gt=0, le=8192)  # the helper's digest
+    l3_max_l1_lines: int = Field(default=40, ge=1, le=1000)  # L1 lines a snapshot carries
+    l3_max_per_user: int = Field(default=200, ge=1)  # snapshots a user may keep
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
     # A serving worker indexes backfill (imports, `jin reindex`) only once its steps have been
@@ -279,6 +286,12 @@ class Settings(BaseSettings):
             strength=StrengthConfig(decay=self.l1_decay, floor=self.l1_floor,
                                     durable_floor=self.l1_durable_floor),
         )
+
+    def snapshot_config(self) -> SnapshotConfig:
+        """SnapshotConfig from every `JIN_L3_*`."""
+        return SnapshotConfig(digest_tokens=self.l3_digest_max_tokens,
+                              max_l1_lines=self.l3_max_l1_lines,
+                              max_per_user=self.l3_max_per_user)
 
     def validator_config(self) -> ValidatorConfig:
         """ValidatorConfig from `JIN_VALIDATOR` and every `JIN_VALIDATOR_*`."""

@@ -1,9 +1,9 @@
 """Scrubs jin's fences from what the model writes, across chunk boundaries. Pure.
 
-A model may echo the recalled memory, the summary, the L1 runtime memory, the recovery note or
-a runtime action's evidence it was shown. Whatever stands between `<memory-context>` and
-`</memory-context>` (or the other fences' tags) is dropped from the streamed answer and so from
-the stored one; a stray closing tag is dropped too.
+A model may echo the recalled memory, the summary, the L1 runtime memory, the recovery note,
+a runtime action's evidence or a session snapshot's digest it was shown. Whatever stands
+between `<memory-context>` and `</memory-context>` (or the other fences' tags) is dropped from
+the streamed answer and so from the stored one; a stray closing tag is dropped too.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from orchestrator.context import (
     MEMORY_TAG,
     RECOVERY_TAG,
     RUNTIME_MEMORY_TAG,
+    SNAPSHOT_TAG,
     SUMMARY_TAG,
 )
 
-_NAMES = (MEMORY_TAG, SUMMARY_TAG, RECOVERY_TAG, RUNTIME_MEMORY_TAG, EVIDENCE_TAG)
+_NAMES = (MEMORY_TAG, SUMMARY_TAG, RECOVERY_TAG, RUNTIME_MEMORY_TAG, EVIDENCE_TAG, SNAPSHOT_TAG)
 _ALT = "|".join(re.escape(n) for n in _NAMES)
 _OPEN = re.compile(rf"<\s*({_ALT})\b[^>]*>", re.IGNORECASE)
 _CLOSE = re.compile(rf"<\s*/\s*({_ALT})\s*>", re.IGNORECASE)

@@ -26,7 +26,7 @@ from chat.ports import (
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.ports import ChatModel, Embedding, TokenCounter
 from llm.search import WebSearch
-from memory.ports import FactStore, IndexQueue, Recaller
+from memory.ports import FactStore, IndexQueue, Recaller, Snapshot
 from orchestrator.actions import ActionConfig, ActionRunner
 from orchestrator.answer import AbortSignal, Answer, ClientTools, Rounds, stream_answer
 from orchestrator.compaction_pass import Compactor
@@ -57,6 +57,7 @@ from orchestrator.outcome import (
 from orchestrator.route import DIRECT, Route, RouteConfig
 from orchestrator.runtime_memory import RuntimeMemory
 from orchestrator.saving import log_outcome, persist, step_timings, telemetry
+from orchestrator.snapshots import SessionSnapshots
 from orchestrator.stream_validator import ValidatorConfig
 from orchestrator.translation import (
     Translated,
@@ -103,6 +104,7 @@ class StepDeps:
     translator: ChatModel | None = None  # none: the planner never routes through one
     search: WebSearch | None = None  # none: no web_search tool; a marker's search FAILS
     runtime_memory: RuntimeMemory | None = None  # L1: none, no state in the prompt nor update
+    snapshots: SessionSnapshots | None = None  # L3: none, no save_session, no snapshot fence
 
 
 @dataclass(frozen=True)
@@ -322,6 +324,9 @@ async def run_step(
         if deps.runtime_memory is not None:  # (before recall: the L1 fence is not its to take)
             started = replace(started, plan=await deps.runtime_memory.into_plan(
                 started.chat, started.plan))
+        if deps.snapshots is not None:
+            started = replace(started, plan=await deps.snapshots.into_plan(
+                started.chat, started.plan))
         started, recalled = await _recall(deps, started)
         plan = started.plan
         translated = started.translation
@@ -338,7 +343,7 @@ async def run_step(
                             deps.config.validator.for_chat(started.chat.settings))
             async for event in stream_answer(
                 deps.brain, deps.facts, rounds, started.chat, plan, begun, abort, answer,
-                started.client_tools, ActionRunner(deps.search, deps.config.actions),
+                started.client_tools, _actions(deps, started.chat),
             ):
                 yield event
         finally:
@@ -391,6 +396,18 @@ async def run_step(
     timings = step_timings(started, model_started, model_ended, answer, helper_ms)
     yield telemetry(timings, started.route.nodes)
     yield StepEnd(begun.step_id, outcome.type, timings)
+
+
+def _actions(deps: StepDeps, chat: Chat) -> ActionRunner:
+    """The step's runtime actions; save_session saves this chat's session."""
+    snapshots = deps.snapshots
+
+    async def save(title: str, via: str) -> Snapshot:
+        assert snapshots is not None
+        return await snapshots.save(chat, title, via)
+
+    return ActionRunner(deps.search, deps.config.actions,
+                        save if snapshots is not None else None)
 
 
 def _recall_line(recalled: list[dict[str, Any]], sections: list[dict[str, Any]]) -> str:

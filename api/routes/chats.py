@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from api import problems
 from api.deps import RuntimeDep, TenantDep
 from api.problems import Problem
+from api.routes.snapshots import snapshot_missing, snapshots_on
 from api.schemas import (
     CURSOR,
     ChatOut,
@@ -33,6 +34,7 @@ from orchestrator.compaction_policy import CompactionState, decide
 from orchestrator.context import PromptPlan, assemble
 from orchestrator.memory_recall import recall_into
 from orchestrator.route import RouteConfig, plan_route
+from orchestrator.snapshots import SnapshotNotFound
 from orchestrator.step import StepDeps, budget_for, reset_chat
 
 # Routes build their JSON with chat_json / message_json; the models only document it.
@@ -58,18 +60,25 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
 
 
 @router.post("", status_code=201, response_model=None,
-             responses={201: {"model": ChatOut}, **problems.responses(400, 413, 422)})
+             responses={201: {"model": ChatOut}, **problems.responses(400, 404, 413, 422)})
 async def create_chat(body: CreateChat, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
-    chat = await runtime.deps.chats.create_chat(
-        NewChat(
-            tenant_id=tenant,
-            user_id=body.user_id,
-            title=body.title,
-            system_prompt=body.system_prompt,
-            settings=ModelSettings(**body.settings.model_dump()),
-            busy_policy=body.busy_policy,
-        )
+    """A new chat; with `from_snapshot`, started from the user's L3 snapshot: its L1 starts as
+    the snapshot's, and the snapshot's digest is fenced into its prompts."""
+    new = NewChat(
+        tenant_id=tenant,
+        user_id=body.user_id,
+        title=body.title,
+        system_prompt=body.system_prompt,
+        settings=ModelSettings(**body.settings.model_dump()),
+        busy_policy=body.busy_policy,
     )
+    if body.from_snapshot is None:
+        return chat_json(await runtime.deps.chats.create_chat(new))
+    l3 = snapshots_on(runtime)
+    try:
+        chat = await l3.start_chat(runtime.deps.chats, new, body.from_snapshot)
+    except SnapshotNotFound as exc:
+        raise snapshot_missing(body.from_snapshot) from exc
     return chat_json(chat)
 
 
@@ -136,6 +145,8 @@ async def context(
     plan = assemble(window, message, budget, deps.counter)
     if deps.runtime_memory is not None:
         plan = await deps.runtime_memory.into_plan(chat, plan)
+    if deps.snapshots is not None:
+        plan = await deps.snapshots.into_plan(chat, plan)
     query = message if message is not None else _last_user_text(window)
     recall: dict[str, Any] = {"query": query, "enabled": deps.recall is not None}
     try:

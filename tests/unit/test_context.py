@@ -77,8 +77,8 @@ def test_sections_come_in_the_designed_order_with_token_counts() -> None:
     window = Window(CHAT, summary, [msg("user", "q"), msg("assistant", "a")], more_before=False)
     plan = assemble(window, "new", Budget(1000, 100, 500), counter, recalled=["likes tea"])
     assert [s.name for s in plan.sections] == [
-        "system", "head", "summary", "history", "tail", "memory", "runtime_memory", "recovery",
-        "new_message"]
+        "system", "snapshot", "head", "summary", "history", "tail", "memory", "runtime_memory",
+        "recovery", "new_message"]
     roles = [m.role for m in plan.messages]
     assert roles == ["system", "system", "user", "assistant", "system", "user"]
     assert plan.messages[1].content.startswith(f"<{SUMMARY_TAG}>")
