@@ -108,6 +108,10 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         fact = await a.post("/v1/memories", json={"user_id": "same-user", "text": "code 4417"})
         assert fact.status_code == 201
         fact_id = fact.json()["id"]
+        helper.push(Reply(["The user's locker code is 4417."]))  # A's session snapshot
+        saved = await a.post(f"/v1/chats/{chat}/snapshots", json={"title": "locker"})
+        assert saved.status_code == 201, saved.text
+        snapshot = saved.json()["id"]
 
         # Tenant B, even naming the same user id, finds nothing and changes nothing.
         for method, path, body in [
@@ -123,10 +127,21 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
             ("PATCH", f"/v1/chats/{chat}/runtime-memory/locker_code", {"durable": True}),
             ("DELETE", f"/v1/chats/{chat}/runtime-memory/locker_code", None),
             ("DELETE", f"/v1/chats/{chat}/runtime-memory", None),
+            ("POST", f"/v1/chats/{chat}/snapshots", {}),
             ("DELETE", f"/v1/chats/{chat}", None),
         ]:
             response = await b.request(method, path, json=body)
             _refused(response, 404, "chat_not_found")
+        # Nor A's snapshot: not listed, not read, not deleted, no chat started from it.
+        for method, path, body in [
+            ("GET", f"/v1/snapshots/{snapshot}?user_id=same-user", None),
+            ("DELETE", f"/v1/snapshots/{snapshot}?user_id=same-user", None),
+            ("POST", "/v1/chats", {"user_id": "same-user", "from_snapshot": snapshot}),
+        ]:
+            response = await b.request(method, path, json=body)
+            _refused(response, 404, "snapshot_not_found")
+        assert (await b.get("/v1/snapshots", params={"user_id": "same-user"})).json()[
+            "snapshots"] == []
         # Nor over a socket: refused as over HTTP, and it is not told A's steps.
         async with connect(socket_url(base, chat), subprotocols=["jin", f"jin.key.{b_key}"],
                            ) as ws:
@@ -159,6 +174,8 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         assert [f["text"] for f in facts] == ["code 4417"]
         l1 = (await a.get(f"/v1/chats/{chat}/runtime-memory")).json()
         assert (l1["version"], l1["memory"]) == (1, "locker_code: 4417")
+        mine = (await a.get("/v1/snapshots", params={"user_id": "same-user"})).json()
+        assert [s["id"] for s in mine["snapshots"]] == [snapshot]
 
 
 async def test_a_key_over_its_rate_limit_is_told_when_to_come_back(
