@@ -6,6 +6,7 @@ import { History } from "./history.js";
 import { Inspector } from "./inspector.js";
 import { Facts } from "./facts.js";
 import { RuntimeMemory } from "./runtime_memory.js";
+import { Snapshots } from "./snapshots.js";
 import { Turn } from "./turn.js";
 import { stats } from "./thread.js";
 import { setupIfNeeded, openSetup } from "./setup.js";
@@ -26,6 +27,11 @@ const runtimeMemory = new RuntimeMemory(api, $("#runtime-memory"));
 const chats = new ChatList(api, $("#chat-list"), {
   userId: () => store.user,
   onSelect: (chat) => openChat(chat),
+});
+const snapshots = new Snapshots(api, $("#snapshots"), {
+  userId: () => store.user,
+  onStart: (chat) => chats.adopt(chat),
+  guard: (promise) => guard(promise),
 });
 
 async function openChat(chat) {
@@ -137,6 +143,7 @@ function refreshPanel() {
   } else if (state.panel === "memory") {
     guard(runtimeMemory.load(state.chat?.id ?? null));
     guard(facts.load());
+    guard(snapshots.load(state.chat?.id ?? null));
   } else if (state.chat) {
     guard(api.get(`/v1/chats/${state.chat.id}/context`).then(showContext));
   }
