@@ -234,7 +234,7 @@ async def test_two_chats_started_from_one_snapshot_read_its_digest_and_evolve_ap
     assert "book a cheap hotel" in (await l1(client, first))["memory"]
 
 
-async def test_a_snapshot_of_another_user_cannot_start_a_chat(
+async def test_only_its_user_starts_a_chat_from_a_snapshot_which_outlives_its_chat(
     client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer
 ) -> None:
     chat = await rome(client, model, helper)
@@ -247,6 +247,12 @@ async def test_a_snapshot_of_another_user_cannot_start_a_chat(
     assert (await client.get("/v1/chats", params={"user_id": "u2"})).json()["chats"] == []
     bad = await client.post("/v1/chats", json={"user_id": "u1", "from_snapshot": "nope"})
     assert bad.status_code == 422
+    # The snapshot is the user's: it outlives the chat it was taken of.
+    assert (await client.delete(f"/v1/chats/{chat}")).status_code == 204
+    [kept] = await listed(client)
+    assert (kept["id"], kept["chat_id"], kept["digest"]) == (snapshot["id"], None, DIGEST)
+    again = await client.post("/v1/chats", json={"user_id": "u1", "from_snapshot": kept["id"]})
+    assert again.status_code == 201
 
 
 async def test_a_digest_cannot_close_its_fence_however_it_is_spelled(
