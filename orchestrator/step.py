@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from chat.ports import (
@@ -26,7 +27,7 @@ from chat.ports import (
 from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.ports import ChatModel, Embedding, TokenCounter
 from llm.search import WebSearch
-from memory.ports import FactStore, IndexQueue, Recaller, Snapshot
+from memory.ports import FactStore, IndexQueue, Recaller
 from orchestrator.actions import ActionConfig, ActionRunner
 from orchestrator.answer import AbortSignal, Answer, ClientTools, Rounds, stream_answer
 from orchestrator.compaction_pass import Compactor
@@ -343,7 +344,9 @@ async def run_step(
                             deps.config.validator.for_chat(started.chat.settings))
             async for event in stream_answer(
                 deps.brain, deps.facts, rounds, started.chat, plan, begun, abort, answer,
-                started.client_tools, _actions(deps, started.chat),
+                started.client_tools, ActionRunner(
+                    deps.search, deps.config.actions,  # save_session saves this chat's session
+                    partial(deps.snapshots.save, started.chat) if deps.snapshots else None),
             ):
                 yield event
         finally:
@@ -396,18 +399,6 @@ async def run_step(
     timings = step_timings(started, model_started, model_ended, answer, helper_ms)
     yield telemetry(timings, started.route.nodes)
     yield StepEnd(begun.step_id, outcome.type, timings)
-
-
-def _actions(deps: StepDeps, chat: Chat) -> ActionRunner:
-    """The step's runtime actions; save_session saves this chat's session."""
-    snapshots = deps.snapshots
-
-    async def save(title: str, via: str) -> Snapshot:
-        assert snapshots is not None
-        return await snapshots.save(chat, title, via)
-
-    return ActionRunner(deps.search, deps.config.actions,
-                        save if snapshots is not None else None)
 
 
 def _recall_line(recalled: list[dict[str, Any]], sections: list[dict[str, Any]]) -> str:
