@@ -64,6 +64,7 @@ class SnapshotOut(BaseModel):
 class SnapshotPage(BaseModel):
     snapshots: list[SnapshotOut]
     next_cursor: str | None = Field(description="pass as `cursor` for the next page")
+    enabled: bool = Field(description="false: snapshots are off, and the list is empty")
 
 
 def snapshots_on(runtime: Runtime) -> SessionSnapshots:
@@ -119,8 +120,12 @@ async def list_snapshots(
                                         description="`next_cursor` of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> dict[str, Any]:
-    """The user's snapshots, newest first."""
-    l3 = snapshots_on(runtime)
+    """The user's snapshots, newest first. While snapshots are off the list is empty and
+    says so (`enabled`), rather than a 404: the page lists them whenever its memory panel
+    opens."""
+    l3 = runtime.deps.snapshots
+    if l3 is None:
+        return {"snapshots": [], "next_cursor": None, "enabled": False}
     try:
         before = decode_cursor(cursor) if cursor else None
     except ValueError as exc:
@@ -129,7 +134,8 @@ async def list_snapshots(
     page = found[:limit]
     more = len(found) > limit
     return {"snapshots": [snapshot_json(s) for s in page],
-            "next_cursor": encode_cursor(page[-1].created_at, page[-1].id) if more else None}
+            "next_cursor": encode_cursor(page[-1].created_at, page[-1].id) if more else None,
+            "enabled": True}
 
 
 @router.get("/v1/snapshots/{snapshot_id}", response_model=None,

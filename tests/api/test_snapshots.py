@@ -276,8 +276,9 @@ async def test_snapshots_are_off_with_the_runtime_memory(
 ) -> None:
     async with httpx.AsyncClient(base_url=jin_factory(), timeout=30) as c:
         chat = await new_chat(c)
+        listed = await c.get("/v1/snapshots", params={"user_id": "u1"})
+        assert listed.json() == {"snapshots": [], "next_cursor": None, "enabled": False}
         for response in (await c.post(f"/v1/chats/{chat}/snapshots", json={}),
-                         await c.get("/v1/snapshots", params={"user_id": "u1"}),
                          await c.post("/v1/chats", json={
                              "user_id": "u1",
                              "from_snapshot": "00000000-0000-0000-0000-000000000000"})):

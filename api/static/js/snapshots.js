@@ -20,14 +20,16 @@ export class Snapshots {
       page = await this.api.get(`/v1/snapshots?${params}`);
     } catch (err) {
       clear(this.node);
-      // Off (no L1): a quiet line, not an error.
-      const text = err.code === "session_snapshots_off"
-        ? "Session snapshots are off." : `Snapshots unavailable: ${err.message}`;
       this.node.append(h("h3", {}, "Session snapshots"),
-        h("p", { class: err.code === "session_snapshots_off" ? "quiet" : "warn" }, text));
+        h("p", { class: "warn" }, `Snapshots unavailable: ${err.message}`));
       return;
     }
     clear(this.node);
+    if (!page.enabled) {
+      this.node.append(h("h3", {}, "Session snapshots"), h("p", { class: "quiet" },
+        "Session snapshots are off (JIN_SESSION_SNAPSHOTS, JIN_RUNTIME_MEMORY)."));
+      return;
+    }
     const save = chatId && h("button", { type: "button", class: "snapshot-save",
       title: "save this chat's session as a snapshot", onclick: () => this.guard(this.save(save)) },
     "save session");
