@@ -93,7 +93,8 @@ def snapshot_json(s: Snapshot) -> dict[str, Any]:
 
 
 @router.post("/v1/chats/{chat_id}/snapshots", status_code=201, response_model=None,
-             responses={201: {"model": SnapshotOut}, **problems.responses(404, 409, 422)})
+             responses={201: {"model": SnapshotOut},
+                        **problems.responses(400, 404, 409, 413, 422)})
 async def save_snapshot(chat_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep,
                         body: SaveSnapshot | None = None) -> dict[str, Any]:
     """Save the chat's session as a snapshot of its user: its L1 lines (brought up to date with
