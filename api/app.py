@@ -35,6 +35,7 @@ from api.routes import (
     openai_compat,
     runtime_memory,
     runtime_patterns,
+    snapshots,
     ws,
 )
 from api.runtime import Runtime
@@ -59,6 +60,7 @@ from memory.indexer import Indexer
 from memory.pattern_store import PostgresPatterns
 from memory.recall_store import PostgresRecall
 from memory.runtime_store import PostgresRuntimeMemory
+from memory.snapshot_store import PostgresSnapshots
 from memory.store import FactConfig, PostgresFactStore
 from migrations.embedding_dim import current_dim
 from orchestrator.actions import ActionConfig
@@ -66,6 +68,7 @@ from orchestrator.compaction_pass import Compactor
 from orchestrator.compaction_policy import CompactionPolicy
 from orchestrator.runtime_memory import RuntimeMemory
 from orchestrator.runtime_patterns import RuntimePatterns
+from orchestrator.snapshots import SessionSnapshots
 from orchestrator.step import StepConfig, StepDeps
 from orchestrator.translation import TranslatorConfig
 
@@ -351,6 +354,15 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             on_rejected=lambda reason: meter.runtime_patterns_rejections.labels(reason).inc(),
             on_alert=lambda kind: meter.runtime_memory_alerts.labels(kind).inc(),
         ) if l1 is not None and settings.l2_enabled else None
+        l3 = SessionSnapshots(
+            store=PostgresSnapshots(engine),
+            l1=l1.store,
+            helper=l1.helper,
+            counter=counter,
+            config=settings.snapshot_config(),
+            runtime=l1,
+            patterns=l2.for_snapshot if l2 is not None else None,  # L1 -> (L2) -> L3
+        ) if l1 is not None and settings.session_snapshots else None
         deps = StepDeps(
             chats=chats,
             steps=steps,
@@ -366,6 +378,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             search=search,
             runtime_memory=l1,
             runtime_patterns=l2,
+            snapshots=l3,
         )
         runtime = Runtime(
             engine=engine, deps=deps,
@@ -449,6 +462,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     app.include_router(memories.router)
     app.include_router(runtime_memory.router)
     app.include_router(runtime_patterns.router)
+    app.include_router(snapshots.router)
     app.include_router(metrics.router)
     app.include_router(openai_compat.router)
     app.include_router(ws.router)

@@ -97,6 +97,9 @@ class CreateChat(BaseModel):
     system_prompt: Text = Field(default="", max_length=200_000)
     settings: ModelSettingsIn = Field(default_factory=ModelSettingsIn)
     busy_policy: BusyPolicyIn = "queue"
+    # An L3 snapshot of the same user (GET /v1/snapshots): the chat starts from it. (A UUID is
+    # a string in JSON: not strict here.)
+    from_snapshot: Annotated[uuid.UUID, Field(strict=False)] | None = None
 
 
 def _no_null_defaults(schema: dict[str, Any]) -> None:
@@ -136,6 +139,7 @@ def chat_json(chat: Chat) -> dict[str, Any]:
         "busy_policy": chat.busy_policy,
         "created_at": chat.created_at.isoformat(),
         "updated_at": chat.updated_at.isoformat(),
+        "from_snapshot": str(chat.from_snapshot) if chat.from_snapshot is not None else None,
     }
 
 
@@ -169,6 +173,7 @@ class ChatOut(BaseModel):
     busy_policy: BusyPolicyIn
     created_at: datetime
     updated_at: datetime
+    from_snapshot: uuid.UUID | None = Field(description="the L3 snapshot it started from")
 
 
 class ChatPage(BaseModel):

@@ -24,6 +24,7 @@ from memory.runtime_state import StrengthConfig
 from orchestrator.route import RouteConfig
 from orchestrator.runtime_memory import RuntimeMemoryConfig
 from orchestrator.runtime_patterns import PatternsConfig
+from orchestrator.snapshots import SnapshotConfig
 from orchestrator.stream_validator import ValidatorConfig
 
 Role = Literal["brain", "helper", "translator", "embedder"]
@@ -167,6 +168,12 @@ class Settings(BaseSettings):
     l2_max_tokens: int = Field(default=512, gt=0)  # the helper's answer
     l2_wait_s: float = Field(default=2.0, ge=0)  # how long step_end waits for the pass
     l2_claim_seconds: float = Field(default=120.0, gt=0)  # one pass's limit
+    # L3 session snapshots (orchestrator/snapshots.py): a chat's session saved as a digest on
+    # request, per user; a new chat may start from one. Built from L1: off while L1 is off.
+    session_snapshots: bool = True
+    l3_digest_max_tokens: int = Field(default=400, gt=0, le=8192)  # the helper's digest
+    l3_max_l1_lines: int = Field(default=40, ge=1, le=1000)  # L1 lines a snapshot carries
+    l3_max_per_user: int = Field(default=200, ge=1)  # snapshots a user may keep
     indexer_batch_size: int = Field(default=64, gt=0, le=2048)
     indexer_claim_seconds: float = Field(default=60.0, gt=0)  # a dead worker's batch returns
     # A serving worker indexes backfill (imports, `jin reindex`) only once its steps have been
@@ -329,6 +336,11 @@ class Settings(BaseSettings):
                                   min_versions=self.l2_min_l1_versions,
                                   min_key_repeats=self.l2_min_key_repeats),
         )
+    def snapshot_config(self) -> SnapshotConfig:
+        """SnapshotConfig from every `JIN_L3_*`."""
+        return SnapshotConfig(digest_tokens=self.l3_digest_max_tokens,
+                              max_l1_lines=self.l3_max_l1_lines,
+                              max_per_user=self.l3_max_per_user)
 
     def validator_config(self) -> ValidatorConfig:
         """ValidatorConfig from `JIN_VALIDATOR` and every `JIN_VALIDATOR_*`."""

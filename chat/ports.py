@@ -29,6 +29,7 @@ class NewChat:
     # id already is the one create_chat returns, so an import run twice makes one chat.
     external_id: str | None = None
     created_at: datetime | None = None  # an imported conversation's own time; unset: now
+    from_snapshot: uuid.UUID | None = None  # the L3 snapshot it starts from
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,9 @@ class Chat:
     # (orchestrator/stream_validator.py LoopStop.to_json, with the answer's `position`). The
     # next prompt carries a recovery note made of it; a step that completes clears it.
     recovery: dict[str, Any] | None = None
+    # The L3 session snapshot the chat started from (orchestrator/snapshots.py): its digest is
+    # fenced into each prompt while the snapshot exists.
+    from_snapshot: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)

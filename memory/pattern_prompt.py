@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llm.types import PromptMessage
-from memory.runtime_patterns import PATTERN_TYPES, Pattern, Said, Snapshot
+from memory.runtime_patterns import PATTERN_TYPES, L1Sample, Pattern, Said
 from memory.runtime_state import text
 
 HELPER_SYSTEM = (
@@ -42,7 +42,7 @@ _EXAMPLE_ANSWER = ('repetition | high | the user asks for a flight to Rome again
                    '"flight to Rome"; "Again, any flight to Rome?"')
 
 
-def helper_prompt(window: Sequence[Snapshot], said: Sequence[Said],
+def helper_prompt(window: Sequence[L1Sample], said: Sequence[Said],
                   known: Sequence[Pattern], chars: int = MESSAGE_CHARS) -> list[PromptMessage]:
     parts: list[str] = []
     for snapshot in window:

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.statements import connect, fetch, json_text
 from memory.ports import Alert, Claim, PatternVersion
-from memory.runtime_patterns import Pattern, Snapshot, patterns_from_json, patterns_json
+from memory.runtime_patterns import L1Sample, Pattern, patterns_from_json, patterns_json
 from memory.runtime_state import State
 
 _COLUMNS = "chat_id, version, patterns, l1_version, through_position, created_at, meta"
@@ -105,10 +105,10 @@ class PostgresPatterns:
                 "through": through_position, "meta": json_text(meta)})
         return bool(rows)
 
-    async def l1_window(self, tenant_id: str, chat_id: uuid.UUID, n: int) -> list[Snapshot]:
+    async def l1_window(self, tenant_id: str, chat_id: uuid.UUID, n: int) -> list[L1Sample]:
         async with connect(self.engine) as conn:
             rows = await fetch(conn, _L1_WINDOW, {"c": chat_id, "t": tenant_id, "n": n})
-        return [Snapshot(r["version"], r["through_position"], State.from_json(_json(r["state"])),
+        return [L1Sample(r["version"], r["through_position"], State.from_json(_json(r["state"])),
                          r["source"]) for r in reversed(rows)]
 
     async def record_alert(self, tenant_id: str, chat_id: uuid.UUID, alert_type: str,

@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 from db.errors import StoreUnavailable as StoreUnavailable
 from llm.ports import Embedding
 from memory.ranking import Mode, RecallConfig, RecallQuery, RecallResult
-from memory.runtime_patterns import Pattern, Snapshot
+from memory.runtime_patterns import L1Sample, Pattern
 from memory.runtime_prompt import Turn
 from memory.runtime_state import State
 
@@ -224,6 +224,27 @@ class PatternVersion:
 
 
 @dataclass(frozen=True)
+class Snapshot:
+    """One L3 session snapshot of a user (memory/session_digest.py): the digest, and the L1
+    state (and L2 patterns) it was built from."""
+
+    id: uuid.UUID
+    tenant_id: str
+    user_id: str
+    chat_id: uuid.UUID | None  # the chat it was taken of; None once that chat is deleted
+    title: str
+    digest: str
+    digest_source: str  # helper, or fallback (the helper failed: jin wrote it from L1)
+    digest_tokens: int
+    l1_state: State
+    l1_version: int | None  # the source chat's L1 version it copies
+    l2_state: dict[str, object] | None
+    via: str  # route, tool_call, marker
+    created_at: datetime
+    meta: dict[str, object]
+
+
+@dataclass(frozen=True)
 class Alert:
     """Something L2 noticed about L1, such as `stale_l1`: an update that changed no line."""
 
@@ -252,7 +273,7 @@ class PatternStore(Protocol):
         first) or the chat is gone."""
         ...
 
-    async def l1_window(self, tenant_id: str, chat_id: uuid.UUID, n: int) -> list[Snapshot]:
+    async def l1_window(self, tenant_id: str, chat_id: uuid.UUID, n: int) -> list[L1Sample]:
         """The newest `n` L1 versions of the chat, oldest first."""
         ...
 
@@ -274,3 +295,31 @@ class PatternStore(Protocol):
     async def release(self, chat_id: uuid.UUID, holder: uuid.UUID) -> None:
         """Give the claim back (if still ours)."""
         ...
+class SnapshotStore(Protocol):
+    """The L3 session snapshots of each user."""
+
+    async def add(self, snapshot: Snapshot, max_per_user: int) -> Snapshot | None:
+        """Store a snapshot (its id and fields as given; the time is the store's). None when
+        the user has `max_per_user` already, or the chat is not the tenant's."""
+        ...
+
+    async def get(self, tenant_id: str, user_id: str, snapshot_id: uuid.UUID
+                  ) -> Snapshot | None:
+        """The user's snapshot with this id; None for another user's or tenant's."""
+        ...
+
+    async def list(self, tenant_id: str, user_id: str, limit: int,
+                   before: tuple[datetime, uuid.UUID] | None = None) -> list[Snapshot]:
+        """The user's snapshots, newest first; `before` is the (created_at, id) of the last
+        one of the page before."""
+        ...
+
+    async def delete(self, tenant_id: str, user_id: str, snapshot_id: uuid.UUID) -> bool:
+        """Delete the user's snapshot; False when there is none with this id."""
+        ...
+
+    async def digest_of(self, tenant_id: str, snapshot_id: uuid.UUID) -> str | None:
+        """The digest of the tenant's snapshot (what a chat started from it reads); None when
+        it was deleted."""
+        ...
+

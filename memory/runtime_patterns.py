@@ -61,7 +61,7 @@ class TriggerConfig:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class L1Sample:
     """An L1 version as L2 reads it: its number, the last answer it reflects, its state, and
     what wrote it (`update` for the helper's rewrite)."""
 
@@ -85,7 +85,7 @@ class Decision:
     reason: str  # why (not): for the log
 
 
-def decide(config: TriggerConfig, turns_since: int, window: Sequence[Snapshot]) -> Decision:
+def decide(config: TriggerConfig, turns_since: int, window: Sequence[L1Sample]) -> Decision:
     """Whether the helper distils patterns now (all three conditions hold)."""
     if turns_since < config.min_turns:
         return Decision(False, f"{turns_since} turns since the last L2, under {config.min_turns}")
@@ -179,7 +179,7 @@ def patterns_from_json(data: Sequence[dict[str, Any]] | None) -> tuple[Pattern, 
     return tuple(Pattern.from_json(d) for d in data or [])
 
 
-def version_of(position: int, window: Sequence[Snapshot]) -> int:
+def version_of(position: int, window: Sequence[L1Sample]) -> int:
     """The first L1 version of the window that reflects the turn at `position` (the newest,
     for a turn no version reflects yet)."""
     for snapshot in sorted(window, key=lambda s: s.version):
@@ -193,7 +193,7 @@ def _by_occurrences(occurrences: int) -> Confidence:
 
 
 def ground(proposed: Sequence[Proposed], said: Sequence[Said],
-           window: Sequence[Snapshot]) -> list[Pattern]:
+           window: Sequence[L1Sample]) -> list[Pattern]:
     """Each proposed pattern with only the quotes the user literally wrote (at most 100
     characters each); one left with none is dropped. Its versions and occurrences come from the
     messages its quotes are in."""

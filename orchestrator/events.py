@@ -84,7 +84,8 @@ class RuntimeAction:
     result), or a runtime action such as a web search, streamed as `started`, then `done` or
     `failed` (orchestrator/actions.py). A JSON object on any transport."""
 
-    action: str  # remember / forget / web_search / the unknown name the model called
+    # remember / forget / web_search / save_session / the unknown name the model called
+    action: str
     id: str | None  # the fact's id; a runtime action's own id within the answer (act_1, ...)
     text: str  # the fact; the search's query
     # Memory: added / updated / superseded / forgotten / not_found / invalid / failed.
@@ -99,6 +100,7 @@ class RuntimeAction:
     result: str | None = None
     hits: list[dict[str, str]] | None = None
     code: str | None = None
+    snapshot_id: str | None = None  # save_session: the L3 snapshot it saved
     type: Literal["runtime_action"] = "runtime_action"
 
 

@@ -1,6 +1,7 @@
 """JIN's text markers, taken out of a streamed answer. Pure.
 
-A model without tool calling asks for a runtime action in its text: `<WEB_SEARCH: query>`.
+A model without tool calling asks for a runtime action in its text: `<WEB_SEARCH: query>`,
+`<SAVE_SESSION>` or `<SAVE_SESSION: title>` (a marker closed at once has no argument).
 The marker is consumed: it never reaches the client nor the stored answer, however the stream
 splits it. Text that may still become a marker (`<WEB_SE` at the end of a chunk) is held back
 until the next chunk says; everything else passes at once.
@@ -14,9 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-NAMES = ("WEB_SEARCH",)
+NAMES = ("WEB_SEARCH", "SAVE_SESSION")
 MAX_ARGUMENT_CHARS = 500  # a longer argument is cut here (the rest is still consumed)
-_OPEN = re.compile(rf"<\s*({'|'.join(NAMES)})\s*:", re.IGNORECASE)
+_OPEN = re.compile(rf"<\s*({'|'.join(NAMES)})\s*([:>])", re.IGNORECASE)
 _PARTIAL = re.compile(r"<\s*([A-Za-z_]*)(\s*)\Z")
 _HOLD_MAX = 40  # `<`, spaces, the longest name, spaces: what may still become an opener
 
@@ -58,6 +59,8 @@ class MarkerFilter:
             out.append(buf[: opener.start()])
             self._inside = opener.group(1).upper()
             buf = buf[opener.end():]
+            if opener.group(2) == ">":
+                found.append(self._close())
         return "".join(out), found
 
     def flush(self) -> tuple[str, list[Marker]]:

@@ -35,9 +35,9 @@ from memory.pattern_prompt import helper_prompt
 from memory.ports import Alert, PatternStore, PatternVersion, RuntimeMemoryStore
 from memory.runtime_patterns import (
     STALE_L1,
+    L1Sample,
     PatternsRejected,
     Said,
-    Snapshot,
     TriggerConfig,
     decide,
     ground,
@@ -98,6 +98,15 @@ class RuntimePatterns:
         except Exception:  # the boundary of an optional part: log it, answer without it
             log.warning("L2 patterns could not be read; answering without them", exc_info=True)
             return None
+
+    async def for_snapshot(self, chat: Chat) -> tuple[str, dict[str, object]] | None:
+        """The chat's patterns as an L3 snapshot carries them (orchestrator/snapshots.py
+        `Patterns`): their text for the digest, within the fence's budget, and their state."""
+        latest = await self.read(chat)
+        if latest is None or not latest.patterns:
+            return None
+        text = render(latest.patterns, self.config.budget_tokens, self.counter.count)
+        return text, {"version": latest.version, "patterns": patterns_json(latest.patterns)}
 
     def into_plan(self, plan: PromptPlan, latest: PatternVersion | None) -> PromptPlan:
         """The plan with the patterns in their fence, within the budget."""
@@ -188,7 +197,7 @@ class RuntimePatterns:
             chat.id, patterns_json(shown.patterns) if shown else [],
             shown.version if shown else 0, [alert_json(a) for a in alerts])
 
-    async def _alerts(self, chat: Chat, window: list[Snapshot]) -> list[Alert]:
+    async def _alerts(self, chat: Chat, window: list[L1Sample]) -> list[Alert]:
         """A `stale_l1` alert when the newest L1 version is a rewrite that changed no line
         (recorded once per L1 version)."""
         if len(window) < 2 or window[-1].source != "update":
@@ -206,7 +215,7 @@ class RuntimePatterns:
         self.on_alert(alert.type)
         return [alert]
 
-    async def _distil(self, chat: Chat, latest: PatternVersion | None, window: list[Snapshot],
+    async def _distil(self, chat: Chat, latest: PatternVersion | None, window: list[L1Sample],
                       said: list[Said], through: int) -> PatternVersion | None:
         known = latest.patterns if latest is not None else ()
         request = CompletionRequest(

@@ -1,26 +1,19 @@
 """Scrubs jin's fences from what the model writes, across chunk boundaries. Pure.
 
 A model may echo the recalled memory, the summary, the L1 runtime memory, the L2 patterns, the
-recovery note or a runtime action's evidence it was shown. Whatever stands between
-`<memory-context>` and `</memory-context>` (or the other fences' tags) is dropped from the
-streamed answer and so from the stored one; a stray closing tag is dropped too.
+recovery note, a runtime action's evidence or a session snapshot's digest it was shown.
+Whatever stands between `<memory-context>` and `</memory-context>` (or the other fences' tags)
+is dropped from the streamed answer and so from the stored one; a stray closing tag is dropped
+too.
 """
 
 from __future__ import annotations
 
 import re
 
-from orchestrator.context import (
-    EVIDENCE_TAG,
-    MEMORY_TAG,
-    RECOVERY_TAG,
-    RUNTIME_MEMORY_TAG,
-    RUNTIME_PATTERNS_TAG,
-    SUMMARY_TAG,
-)
+from orchestrator.context import FENCE_TAGS
 
-_NAMES = (MEMORY_TAG, SUMMARY_TAG, RECOVERY_TAG, RUNTIME_MEMORY_TAG, RUNTIME_PATTERNS_TAG,
-          EVIDENCE_TAG)
+_NAMES = FENCE_TAGS
 _ALT = "|".join(re.escape(n) for n in _NAMES)
 _OPEN = re.compile(rf"<\s*({_ALT})\b[^>]*>", re.IGNORECASE)
 _CLOSE = re.compile(rf"<\s*/\s*({_ALT})\s*>", re.IGNORECASE)

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from typing import Any, Literal
 
 from chat.ports import (
@@ -46,7 +47,7 @@ from orchestrator.events import (
     StepEvent,
     StepStart,
 )
-from orchestrator.layers import drop_layers, place_layers, read_layers
+from orchestrator.layers import Layers, drop_layers, place_layers, read_layers
 from orchestrator.lease import follow_policy
 from orchestrator.memory_recall import recall_into
 from orchestrator.outcome import (
@@ -61,6 +62,7 @@ from orchestrator.route import DIRECT, Route, RouteConfig
 from orchestrator.runtime_memory import RuntimeMemory
 from orchestrator.runtime_patterns import RuntimePatterns
 from orchestrator.saving import log_outcome, persist, step_timings, telemetry
+from orchestrator.snapshots import SessionSnapshots
 from orchestrator.stream_validator import ValidatorConfig
 from orchestrator.translation import (
     Translated,
@@ -109,6 +111,11 @@ class StepDeps:
     search: WebSearch | None = None  # none: no web_search tool; a marker's search FAILS
     runtime_memory: RuntimeMemory | None = None  # L1: none, no state in the prompt nor update
     runtime_patterns: RuntimePatterns | None = None  # L2 (needs L1): none, no patterns
+    snapshots: SessionSnapshots | None = None  # L3: none, no save_session, no snapshot fence
+
+    def layers(self) -> Layers:
+        """The runtime layers that go into a prompt (orchestrator/layers.py)."""
+        return Layers(self.runtime_memory, self.runtime_patterns, self.snapshots)
 
 
 @dataclass(frozen=True)
@@ -322,7 +329,7 @@ async def run_step(
     model_started = model_ended = time.perf_counter()
     error: BaseException | None = None
     # Read beside the step's first waits, placed just before recall (orchestrator/layers.py).
-    layers = read_layers(deps.runtime_memory, deps.runtime_patterns, started.chat)
+    layers = read_layers(deps.layers(), started.chat)
     try:
         if started.reread:
             started = await _replan(deps, started)
@@ -339,8 +346,7 @@ async def run_step(
         if warning is not None:
             yield warning
         # (Before recall: the layers' fences are not its to take.)
-        started = replace(started, plan=await place_layers(
-            deps.runtime_memory, deps.runtime_patterns, layers, started.plan))
+        started = replace(started, plan=await place_layers(deps.layers(), layers, started.plan))
         started, recalled = await _recall(deps, started)
         plan = started.plan
         translated = started.translation
@@ -358,7 +364,9 @@ async def run_step(
             translates = started.route.translate_answer
             async for event in stream_answer(
                 deps.brain, deps.counter, deps.facts, rounds, started.chat, plan, begun, abort,
-                answer, started.client_tools, ActionRunner(deps.search, deps.config.actions),
+                answer, started.client_tools, ActionRunner(
+                    deps.search, deps.config.actions,  # save_session saves this chat's session
+                    partial(deps.snapshots.save, started.chat) if deps.snapshots else None),
             ):
                 # On a route that translates the answer, the brain's words are not the
                 # message's: they stream apart, and the message's text comes after them.

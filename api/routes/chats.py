@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from api import problems
 from api.deps import RuntimeDep, TenantDep
 from api.problems import Problem
+from api.routes.snapshots import snapshot_missing, snapshots_on
 from api.schemas import (
     CURSOR,
     ChatOut,
@@ -34,6 +35,7 @@ from orchestrator.context import PromptPlan, assemble
 from orchestrator.layers import place_layers, read_layers
 from orchestrator.memory_recall import recall_into
 from orchestrator.route import RouteConfig, plan_route
+from orchestrator.snapshots import SnapshotNotFound
 from orchestrator.step import StepDeps, budget_for, reset_chat
 
 # Routes build their JSON with chat_json / message_json; the models only document it.
@@ -59,18 +61,25 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
 
 
 @router.post("", status_code=201, response_model=None,
-             responses={201: {"model": ChatOut}, **problems.responses(400, 413, 422)})
+             responses={201: {"model": ChatOut}, **problems.responses(400, 404, 413, 422)})
 async def create_chat(body: CreateChat, runtime: RuntimeDep, tenant: TenantDep) -> dict[str, Any]:
-    chat = await runtime.deps.chats.create_chat(
-        NewChat(
-            tenant_id=tenant,
-            user_id=body.user_id,
-            title=body.title,
-            system_prompt=body.system_prompt,
-            settings=ModelSettings(**body.settings.model_dump()),
-            busy_policy=body.busy_policy,
-        )
+    """A new chat; with `from_snapshot`, started from the user's L3 snapshot: its L1 starts as
+    the snapshot's, and the snapshot's digest is fenced into its prompts."""
+    new = NewChat(
+        tenant_id=tenant,
+        user_id=body.user_id,
+        title=body.title,
+        system_prompt=body.system_prompt,
+        settings=ModelSettings(**body.settings.model_dump()),
+        busy_policy=body.busy_policy,
     )
+    if body.from_snapshot is None:
+        return chat_json(await runtime.deps.chats.create_chat(new))
+    l3 = snapshots_on(runtime)
+    try:
+        chat = await l3.start_chat(runtime.deps.chats, new, body.from_snapshot)
+    except SnapshotNotFound as exc:
+        raise snapshot_missing(body.from_snapshot) from exc
     return chat_json(chat)
 
 
@@ -132,10 +141,10 @@ async def context(
     message would make it; else without a new message, recalling for the last user message."""
     deps = runtime.deps
     chat = await _chat(runtime, tenant, chat_id)
-    layers = read_layers(deps.runtime_memory, deps.runtime_patterns, chat)  # beside the window
+    layers = read_layers(deps.layers(), chat)  # beside the window
     budget = budget_for(chat, deps.config)
     window = await deps.chats.load_window(chat, deps.config.window_read_rows, budget.total)
-    plan = await place_layers(deps.runtime_memory, deps.runtime_patterns, layers,
+    plan = await place_layers(deps.layers(), layers,
                               assemble(window, message, budget, deps.counter))
     query = message if message is not None else _last_user_text(window)
     recall: dict[str, Any] = {"query": query, "enabled": deps.recall is not None}

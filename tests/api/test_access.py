@@ -113,6 +113,10 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         fact = await a.post("/v1/memories", json={"user_id": "same-user", "text": "code 4417"})
         assert fact.status_code == 201
         fact_id = fact.json()["id"]
+        helper.push(Reply(["The user's locker code is 4417."]))  # A's session snapshot
+        saved = await a.post(f"/v1/chats/{chat}/snapshots", json={"title": "locker"})
+        assert saved.status_code == 201, saved.text
+        snapshot = saved.json()["id"]
 
         # Tenant B, even naming the same user id, finds nothing and changes nothing.
         for method, path, body in [
@@ -130,10 +134,21 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
             ("DELETE", f"/v1/chats/{chat}/runtime-memory", None),
             ("GET", f"/v1/chats/{chat}/runtime-patterns", None),
             ("GET", f"/v1/chats/{chat}/runtime-patterns?version=1", None),
+            ("POST", f"/v1/chats/{chat}/snapshots", {}),
             ("DELETE", f"/v1/chats/{chat}", None),
         ]:
             response = await b.request(method, path, json=body)
             _refused(response, 404, "chat_not_found")
+        # Nor A's snapshot: not listed, not read, not deleted, no chat started from it.
+        for method, path, body in [
+            ("GET", f"/v1/snapshots/{snapshot}?user_id=same-user", None),
+            ("DELETE", f"/v1/snapshots/{snapshot}?user_id=same-user", None),
+            ("POST", "/v1/chats", {"user_id": "same-user", "from_snapshot": snapshot}),
+        ]:
+            response = await b.request(method, path, json=body)
+            _refused(response, 404, "snapshot_not_found")
+        assert (await b.get("/v1/snapshots", params={"user_id": "same-user"})).json()[
+            "snapshots"] == []
         # Nor over a socket: refused as over HTTP, and it is not told A's steps.
         async with connect(socket_url(base, chat), subprotocols=["jin", f"jin.key.{b_key}"],
                            ) as ws:
@@ -178,6 +193,8 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
             await asyncio.sleep(0.05)
         assert seen.json()["memory"] == "asked_about: a locker code"
         _refused(await a.get(f"/v1/chats/{b_chat}/runtime-memory"), 404, "chat_not_found")
+        mine = (await a.get("/v1/snapshots", params={"user_id": "same-user"})).json()
+        assert [s["id"] for s in mine["snapshots"]] == [snapshot]
 
 
 async def test_a_key_over_its_rate_limit_is_told_when_to_come_back(

@@ -34,9 +34,8 @@ async def test_streamed_step_emits_the_protocol_and_persists_both_messages(
     assert data["telemetry"]["total_ms"] == data["step_end"]["timings"]["total_ms"]
     assert data["step_start"]["chat_id"] == chat_id
     assert [s["name"] for s in data["context"]["sections"]] == [
-        "system", "head", "summary", "history", "tail", "memory", "runtime_memory",
-        "runtime_patterns", "recovery", "new_message",
-    ]
+        "system", "snapshot", "head", "summary", "history", "tail", "memory", "runtime_memory",
+        "runtime_patterns", "recovery", "new_message"]
     assert data["message_end"]["status"] == "complete"
     assert data["step_end"]["status"] == "complete"
     rows = await history(client, chat_id)

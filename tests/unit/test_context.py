@@ -77,7 +77,7 @@ def test_sections_come_in_the_designed_order_with_token_counts() -> None:
     window = Window(CHAT, summary, [msg("user", "q"), msg("assistant", "a")], more_before=False)
     plan = assemble(window, "new", Budget(1000, 100, 500), counter, recalled=["likes tea"])
     assert [s.name for s in plan.sections] == [
-        "system", "head", "summary", "history", "tail", "memory", "runtime_memory",
+        "system", "snapshot", "head", "summary", "history", "tail", "memory", "runtime_memory",
         "runtime_patterns", "recovery", "new_message"]
     roles = [m.role for m in plan.messages]
     assert roles == ["system", "system", "user", "assistant", "system", "user"]

@@ -86,3 +86,14 @@ def test_a_very_long_argument_is_cut_but_never_shown() -> None:
     shown, found, _ = _stream(["<WEB_SEARCH: ", long[:700], long[700:], "> after"])
     assert shown == " after"
     assert found == [Marker("WEB_SEARCH", "x" * MAX_ARGUMENT_CHARS)]
+
+
+SAVE = "Saving it now. <SAVE_SESSION> Done, and <save_session: Rome trip> again."
+
+
+def test_a_save_marker_with_or_without_a_title_is_taken_out_wherever_the_stream_splits() -> None:
+    for at in range(len(SAVE) + 1):
+        shown, found, pieces = _stream([SAVE[:at], SAVE[at:]])
+        assert shown == "Saving it now.  Done, and  again.", at
+        assert found == [Marker("SAVE_SESSION", ""), Marker("SAVE_SESSION", "Rome trip")], at
+        assert not any("SAVE" in p.upper() or "<" in p for p in pieces), at

@@ -8,11 +8,11 @@ import pytest
 
 from memory.pattern_prompt import helper_prompt
 from memory.runtime_patterns import (
+    L1Sample,
     Pattern,
     PatternsRejected,
     Proposed,
     Said,
-    Snapshot,
     TriggerConfig,
     decide,
     ground,
@@ -26,8 +26,8 @@ from memory.runtime_patterns import (
 from memory.runtime_state import Line, State
 
 
-def snap(version: int, through: int, **lines: str) -> Snapshot:
-    return Snapshot(version, through, State(tuple(Line(k, v, 0.5) for k, v in lines.items())))
+def snap(version: int, through: int, **lines: str) -> L1Sample:
+    return L1Sample(version, through, State(tuple(Line(k, v, 0.5) for k, v in lines.items())))
 
 
 WINDOW = [snap(v, 2 * v, topic="rome", mood=f"m{v}") for v in range(1, 6)]

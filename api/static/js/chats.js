@@ -47,9 +47,13 @@ export class ChatList {
   }
 
   async create(title = "") {
-    const chat = await this.api.post("/v1/chats", { user_id: this.userId(), title });
+    return this.adopt(await this.api.post("/v1/chats", { user_id: this.userId(), title }));
+  }
+
+  // A chat made elsewhere (from a session snapshot): first in the list, and open.
+  async adopt(chat) {
     this.chats.unshift(chat);
-    this.select(chat.id);
+    await this.select(chat.id);
     return chat;
   }
 

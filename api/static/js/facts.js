@@ -1,5 +1,5 @@
 // The memory panel: the user's durable facts, each with a forget button. (L1 runtime memory is
-// runtime_memory.js; L2 patterns and L3 session snapshots get their places once they exist.)
+// runtime_memory.js, L3 session snapshots snapshots.js; L2 patterns get a place once it exists.)
 import { h, clear } from "./dom.js";
 
 export class Facts {

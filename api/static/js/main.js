@@ -7,6 +7,7 @@ import { Inspector } from "./inspector.js";
 import { Facts } from "./facts.js";
 import { RuntimeMemory } from "./runtime_memory.js";
 import { RuntimePatterns } from "./runtime_patterns.js";
+import { Snapshots } from "./snapshots.js";
 import { Turn } from "./turn.js";
 import { stats } from "./thread.js";
 import { setupIfNeeded, openSetup } from "./setup.js";
@@ -28,6 +29,11 @@ const runtimePatterns = new RuntimePatterns(api, $("#runtime-patterns"));
 const chats = new ChatList(api, $("#chat-list"), {
   userId: () => store.user,
   onSelect: (chat) => openChat(chat),
+});
+const snapshots = new Snapshots(api, $("#snapshots"), {
+  userId: () => store.user,
+  onStart: (chat) => chats.adopt(chat),
+  guard: (promise) => guard(promise),
 });
 
 async function openChat(chat) {
@@ -166,6 +172,7 @@ function refreshPanel() {
     guard(runtimeMemory.load(state.chat?.id ?? null));
     guard(runtimePatterns.load(state.chat?.id ?? null));
     guard(facts.load());
+    guard(snapshots.load(state.chat?.id ?? null));
   } else if (state.chat) {
     guard(api.get(`/v1/chats/${state.chat.id}/context`).then(showContext));
   }

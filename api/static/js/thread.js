@@ -142,8 +142,8 @@ export class MessageView {
   }
 
   action(data) {
-    const verb = { remember: "remembered", forget: "forgot", web_search: "searched" }[data.action]
-      || data.action;
+    const verb = { remember: "remembered", forget: "forgot", web_search: "searched",
+      save_session: "saved session" }[data.action] || data.action;
     const result = data.result ? ` ${data.result}` : "";
     // A runtime action (a web search) streams `started`, then `done` or `failed`: one line.
     const key = data.via ? data.id : null;
