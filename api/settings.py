@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm.types import HTTPConfig, ProviderConfig
 from memory.events import SchemaError
+from memory.events.extractor import ExtractorConfig
+from memory.events.matcher import MatchConfig
 from memory.events.schema import load_schemas
 from memory.indexer import IndexerConfig
 from memory.ranking import RecallConfig
@@ -139,6 +141,15 @@ class Settings(BaseSettings):
     # A folder of the deployment's own event and entity schemas (*.yaml), beside jin's defaults;
     # its types replace the defaults of the same name. Checked here, so a mistake stops startup.
     memory_schemas: Path | None = None
+    # Event and entity memory (memory/events/extractor.py): after each step, in the background,
+    # the helper extracts events and entity card updates from batches of a chat's turns.
+    events_enabled: bool = True
+    events_batch_turns: int = Field(default=8, ge=1, le=200)  # messages per helper call
+    events_max_tokens: int = Field(default=2048, gt=0)  # the helper's answer
+    events_idle_seconds: float = Field(default=60.0, ge=0)  # then a short last batch goes too
+    events_claim_seconds: float = Field(default=300.0, gt=0)  # a dead worker's batch returns
+    events_max_attempts: int = Field(default=3, ge=1, le=100)  # helper failures of a batch
+    events_patch_threshold: float = Field(default=0.8, gt=0, le=1)  # approximate SEARCH match
     # L1 runtime memory (orchestrator/runtime_memory.py): the helper's compact state of each chat,
     # rewritten after every turn, versioned, and fenced into the next prompt.
     runtime_memory: bool = True
@@ -269,6 +280,14 @@ class Settings(BaseSettings):
         given = {n: getattr(self, f"recall_{n}") for n in names}
         set_ = {k: v for k, v in given.items() if v is not None}
         return RecallConfig(enabled=self.recall, **set_)
+
+    def extractor_config(self) -> ExtractorConfig:
+        """ExtractorConfig from every `JIN_EVENTS_*`."""
+        return ExtractorConfig(
+            batch_turns=self.events_batch_turns, max_tokens=self.events_max_tokens,
+            idle_seconds=self.events_idle_seconds, claim_seconds=self.events_claim_seconds,
+            max_attempts=self.events_max_attempts,
+            match=MatchConfig(threshold=self.events_patch_threshold))
 
     def runtime_memory_config(self) -> RuntimeMemoryConfig:
         """RuntimeMemoryConfig from every `JIN_L1_*`."""

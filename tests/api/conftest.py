@@ -38,6 +38,9 @@ def jin_factory(
             # L1 runtime memory calls the helper after every turn: on where a test asks for it
             # (tests/api/test_runtime_memory.py), so the other tests' helper scripts stay theirs.
             "runtime_memory": False,
+            # Event extraction calls the helper after turns too: on where a test asks for it
+            # (tests/api/test_events.py), for the same reason.
+            "events_enabled": False,
             **overrides,
         }
         server, thread, port = serve_in_thread(create_app(Settings(**values)))
@@ -90,6 +93,7 @@ def workers(
             "JIN_EMBEDDER_MODEL": "fake-embedder",
             "JIN_ABORT_POLL_SECONDS": "0.1",
             "JIN_RUNTIME_MEMORY": "false",  # (its helper is the brain's fake: see jin_factory)
+            "JIN_EVENTS_ENABLED": "false",
             **extra,
         })
 

@@ -212,6 +212,7 @@ def _serve(database_url: str, model_url: str, *args: str, **env: str) -> subproc
              "JIN_HELPER_URL": model_url, "JIN_EMBEDDER_URL": model_url,
              "JIN_EMBEDDER_MODEL": "fake-embedder",
              "JIN_RUNTIME_MEMORY": "false",  # its helper is the brain's fake (tests/api/conftest)
+             "JIN_EVENTS_ENABLED": "false",
              **env},
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
