@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -99,15 +100,30 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
     keys = KeyStore(engine)
     _, a_key = await keys.create("tenant-a")
     _, b_key = await keys.create("tenant-b")
-    base = jin_factory(auth_cache_seconds=0, runtime_memory=True, l1_wait_s=10)
+    base = jin_factory(auth_cache_seconds=0, runtime_memory=True, l1_wait_s=10,
+                       events_enabled=True, events_batch_turns=2)
     async with _client(base, a_key) as a, _client(base, b_key) as b:
         chat = await new_chat(a, user_id="same-user")
         model.push(Reply(["noted"]))
-        helper.push(Reply(["locker_code: 4417"]))  # A's runtime memory
+        helper.push(Reply(["locker_code: 4417"]))  # A's runtime memory, before step_end
+        helper.push(Reply([json.dumps({  # then, after the step, A's event memory
+            "segments": [{"start": 0, "end": 1, "topic": "locker"}],
+            "events": [{"type": "profile_fact", "topic": "locker",
+                        "properties": {"attribute": "locker code", "value": "4417"}}],
+            "entities": [{"entity": "user_profile", "field": "card", "events": [0],
+                          "value": "<<<<<<< SEARCH\n=======\n- Locker code 4417\n"
+                                   ">>>>>>> REPLACE"}]})]))
         await stream_step(a, chat, "my locker code is 4417")
         fact = await a.post("/v1/memories", json={"user_id": "same-user", "text": "code 4417"})
         assert fact.status_code == 201
         fact_id = fact.json()["id"]
+        for _ in range(200):  # A's extraction runs after the step
+            entities = (await a.get("/v1/entities", params={"user_id": "same-user"})).json()
+            if entities["items"]:
+                break
+            await asyncio.sleep(0.05)
+        [entity] = entities["items"]
+        [event] = (await a.get("/v1/events", params={"user_id": "same-user"})).json()["items"]
 
         # Tenant B, even naming the same user id, finds nothing and changes nothing.
         for method, path, body in [
@@ -139,10 +155,20 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         assert search.status_code == 200 and search.json()["items"] == []
         gone = await b.delete(f"/v1/memories/{fact_id}", params={"user_id": "same-user"})
         assert gone.status_code == 404
+        # Nor A's events and entity cards.
+        for what in ("events", "entities"):
+            listing = await b.get(f"/v1/{what}", params={"user_id": "same-user"})
+            assert listing.status_code == 200 and listing.json()["items"] == []
+        _refused(await b.delete(f"/v1/events/{event['id']}", params={"user_id": "same-user"}),
+                 404, "event_not_found")
+        _refused(await b.delete(f"/v1/entities/{entity['id']}",
+                                params={"user_id": "same-user"}), 404, "entity_not_found")
         # The OpenAI-compatible route: A's chat id as B's chat name is a chat of B's own, and
         # nothing of A's reaches B's prompt.
         model.push(Reply(["no idea"]))
-        helper.push(Reply(["asked_about: a locker code"]))  # B's own chat's runtime memory
+        # B's own chat's runtime memory, and its event memory (which finds no JSON there: an
+        # empty extraction): the two calls may come in either order.
+        helper.push(Reply(["asked_about: a locker code"]), Reply(["asked_about: a locker code"]))
         oai = await b.post("/v1/chat/completions", json={
             "model": "jin", "user": "same-user",
             "messages": [{"role": "user", "content": "my locker code is 4417"}]},
@@ -159,6 +185,12 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         assert [f["text"] for f in facts] == ["code 4417"]
         l1 = (await a.get(f"/v1/chats/{chat}/runtime-memory")).json()
         assert (l1["version"], l1["memory"]) == (1, "locker_code: 4417")
+        again = (await a.get("/v1/entities", params={"user_id": "same-user"})).json()["items"]
+        assert [e["card"] for e in again] == ["## card\n- Locker code 4417"]
+        for _ in range(200):  # B's extraction, after its step, is the helper's last call
+            if not helper.script:
+                break
+            await asyncio.sleep(0.05)
 
 
 async def test_a_key_over_its_rate_limit_is_told_when_to_come_back(
