@@ -283,3 +283,17 @@ async def test_a_batch_whose_worker_died_is_redone_by_another_and_written_once(
         assert len((await listed(client, "events"))["items"]) == 1
         status_body = (await client.get("/v1/status")).json()["memory"]["extraction"]
         assert (status_body["batches"], status_body["pending"]) == (1, 0)
+
+
+async def test_a_quiet_chats_last_turns_are_extracted_though_short_of_a_batch(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer, helper: FakeOpenAIServer,
+) -> None:
+    base = jin_factory(events_enabled=True, events_batch_turns=8, events_idle_seconds=0.5)
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        chat = await new_chat(client)
+        model.push(Reply(["Good luck with the exam."]))
+        helper.push(extraction([{"start": 0, "end": 1, "topic": "exam"}],
+                               [discussion("exam", "the user has an exam on Monday")]))
+        await stream_step(client, chat, "I have my driving exam on Monday.")
+        [event] = (await until(lambda: listed(client, "events"), lambda b: b["items"]))["items"]
+        assert len(event["source_messages"]) == 2  # two turns, where a batch holds eight
