@@ -12,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.statements import connect, fetch
+from memory.events.compression import Dated
 
 Cursor = tuple[datetime, uuid.UUID]
 
@@ -40,6 +41,13 @@ ORDER BY entity_id, version""")
 _SOURCES = text("""
 SELECT id, type, topic, summary, created_at FROM events
 WHERE tenant_id = :t AND user_id = :u AND id = ANY(CAST(:ids AS uuid[]))""")
+
+# Events not yet merged into a summary, of everyone or of one tenant (and user).
+_DATED = text("""
+SELECT id, tenant_id, user_id, topic, type, ended_at FROM events
+WHERE compressed_into IS NULL
+  AND (CAST(:t AS text) IS NULL OR tenant_id = :t) AND (CAST(:u AS text) IS NULL OR user_id = :u)
+ORDER BY tenant_id, user_id, ended_at""")
 
 _DELETE_EVENT = text(
     "DELETE FROM events WHERE tenant_id = :t AND user_id = :u AND id = :id RETURNING id")
@@ -95,6 +103,15 @@ class EventListing:
         async with connect(self._db) as conn:
             return bool(await fetch(conn, _DELETE_ENTITY, {"t": tenant_id, "u": user_id,
                                                            "id": entity_id}))
+
+
+async def dated_events(engine: AsyncEngine, tenant_id: str | None,
+                       user_id: str | None) -> list[Dated]:
+    """Events time compression may merge (`jin memory compress`)."""
+    async with connect(engine) as conn:
+        rows = await fetch(conn, _DATED, {"t": tenant_id, "u": user_id})
+    return [Dated(str(r["id"]), f"{r['tenant_id']}/{r['user_id']}", r["topic"], r["type"],
+                  r["ended_at"]) for r in rows]
 
 
 def _after(before: Cursor | None) -> dict[str, Any]:
