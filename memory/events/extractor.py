@@ -122,6 +122,9 @@ class Extractor:
             log.warning("batch %s was taken over by another worker (its claim ran out); "
                         "its extraction here is discarded", batch.id)
             return None
+        except asyncio.CancelledError:  # the worker stops: the batch goes back now
+            await asyncio.shield(self.store.release(batch, holder))
+            raise
         self._on_extracted(done)
         return done
 

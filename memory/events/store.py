@@ -99,6 +99,11 @@ UPDATE extraction_batches SET attempts = attempts + 1, last_error = :error, hold
 WHERE id = :id AND holder = :holder
 RETURNING status""")
 
+# A claim given back (the worker stops): pending again at once, no attempt counted.
+_RELEASE = text("""
+UPDATE extraction_batches SET status = 'pending', holder = NULL, claimed_until = NULL
+WHERE id = :id AND holder = :holder AND status = 'running'""")
+
 _EVENTS = text("""
 INSERT INTO events (id, tenant_id, user_id, chat_id, batch_id, type, topic, properties, summary,
                     source_message_ids, embedding, embedder, started_at, ended_at)
@@ -245,6 +250,11 @@ class PostgresEventStore:
                                                "error": error[:1000],
                                                "max_attempts": max_attempts})
         return str(rows[0]["status"]) if rows else None
+
+    async def release(self, batch: Claimed, holder: uuid.UUID) -> None:
+        """Give the batch back unextracted (this worker stops), for any worker to take now."""
+        async with connect(self._db) as conn:
+            await fetch(conn, _RELEASE, {"id": batch.id, "holder": holder})
 
     async def finish(
         self, batch: Claimed, holder: uuid.UUID, outcome: Outcome, events: Sequence[NewEvent],
