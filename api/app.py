@@ -28,6 +28,7 @@ from api.openai_errors import OpenAIErrors
 from api.role_status import RoleProbe
 from api.routes import (
     chats,
+    events,
     health,
     memories,
     messages,
@@ -52,10 +53,15 @@ from llm.batching import BatchedQueries
 from llm.embedded import EmbeddedChatServer
 from llm.errors import LLMError
 from llm.openai import OpenAIChatModel, context_window_of
+from llm.ports import ChatModel, Embedder
 from llm.provider import Provider
 from llm.search import SearxngSearch, SerperSearch, WebSearch
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
+from memory.events.extractor import Extracted, Extractor
+from memory.events.listing import EventListing
+from memory.events.schema import load_schemas
+from memory.events.store import PostgresEventStore
 from memory.indexer import Indexer
 from memory.pattern_store import PostgresPatterns
 from memory.recall_store import PostgresRecall
@@ -208,6 +214,7 @@ class _Memory:
     recall: PostgresRecall | None
     indexer: Indexer | None
     problem: str | None  # why memory is off, when it is
+    embedder: Embedder | None = None
 
 
 async def _memory(
@@ -246,7 +253,26 @@ async def _memory(
     indexer = Indexer(db, embedder, provider.model, settings.indexer_config())
     log.info("memory: embedder %s (%d dims), recall %s", provider.model, embedder.dim,
              recall_config.mode if recall else "off")
-    return _Memory(provider, facts, recall, indexer, None)
+    return _Memory(provider, facts, recall, indexer, None, embedder)
+
+
+def _extractor(settings: Settings, engine: AsyncEngine, memory: _Memory, helper: ChatModel,
+               meter: Metrics) -> Extractor | None:
+    """Event and entity extraction in the background, when on and memory is (it embeds)."""
+    if not settings.events_on() or memory.embedder is None:
+        return None
+
+    def counted(done: Extracted) -> None:
+        if done.called:
+            meter.extraction_batches.labels("empty" if done.empty else "kept").inc()
+        else:
+            meter.extraction_batches.labels("filler").inc()
+        for reason, count in done.drops.items():
+            meter.extraction_dropped.labels(reason).inc(count)
+
+    return Extractor(PostgresEventStore(engine), helper, memory.embedder, memory.provider.model,
+                     load_schemas(settings.memory_schemas), settings.extractor_config(),
+                     on_extracted=counted)
 
 
 def _roles(settings: Settings) -> tuple[ProviderConfig, ProviderConfig,
@@ -380,8 +406,10 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             runtime_patterns=l2,
             snapshots=l3,
         )
+        extractor = _extractor(settings, engine, memory, OpenAIChatModel(servers["helper"]),
+                               meter)
         runtime = Runtime(
-            engine=engine, deps=deps,
+            engine=engine, deps=deps, extractor=extractor, event_listing=EventListing(engine),
             providers={"brain": brain, "helper": helper,
                        **({"translator": translator} if translator is not None else {}),
                        "embedder": memory.provider},
@@ -413,6 +441,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         if l2 is not None:  # so does an L2 pass
             l2.listeners.append(lambda event: feed.publish(event.chat_id, event))
         indexing = asyncio.create_task(memory.indexer.run()) if memory.indexer else None
+        extracting = asyncio.create_task(extractor.run()) if extractor else None
         # Steps whose worker died are closed even if nobody steps on their chat again.
         sweeping = asyncio.create_task(sweep_forever(steps, every=settings.lease_ttl_seconds))
         try:
@@ -420,9 +449,10 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         finally:
             sweeping.cancel()
             await asyncio.gather(sweeping, return_exceptions=True)
-            if indexing is not None:
-                indexing.cancel()
-                await asyncio.gather(indexing, return_exceptions=True)
+            for worker in (indexing, extracting):
+                if worker is not None:
+                    worker.cancel()
+                    await asyncio.gather(worker, return_exceptions=True)
             await runtime.feed.stop()
             await channels.stop()
             await runtime.drain()
@@ -460,6 +490,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
     app.include_router(chats.router)
     app.include_router(messages.router)
     app.include_router(memories.router)
+    app.include_router(events.router)
     app.include_router(runtime_memory.router)
     app.include_router(runtime_patterns.router)
     app.include_router(snapshots.router)

@@ -1,4 +1,4 @@
-"""The `jin` command: serve, migrate, import, chat."""
+"""The `jin` command: serve, migrate, import, chat, memory."""
 
 from __future__ import annotations
 
@@ -233,6 +233,40 @@ def _audit(args: argparse.Namespace) -> int:
         return asyncio.run(run(url))
 
 
+def _memory(args: argparse.Namespace) -> int:
+    """`jin memory compress --dry-run`: what time compression would merge now."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from db.engine import create_engine
+    from memory.events.compression import plan
+    from memory.events.listing import dated_events
+
+    if not args.dry_run:
+        print("jin memory compress: only --dry-run is built yet (summaries are not written)",
+              file=sys.stderr)
+        return 2
+
+    async def run(url: str) -> int:
+        engine = create_engine(url, pool_size=1)
+        try:
+            events = await dated_events(engine, args.tenant, args.user)
+        finally:
+            await engine.dispose()
+        now = datetime.now(UTC)
+        merges = plan(events, now)
+        print(json.dumps({
+            "now": now.isoformat(), "events": len(events),
+            "would_merge": sum(len(m.sources) for m in merges), "summaries": len(merges),
+            "merges": [{"owner": m.owner, "topic": m.topic, "level": m.level,
+                        "start": m.start.isoformat(), "end": m.end.isoformat(),
+                        "sources": list(m.sources)} for m in merges]}, indent=2))
+        return 0
+
+    with _migrated(Settings()) as url:
+        return asyncio.run(run(url))
+
+
 def _chat(args: argparse.Namespace) -> int:
     """A terminal client of a running jin (api/terminal.py)."""
     from api.terminal import base_url, chat
@@ -303,6 +337,17 @@ def main(argv: list[str] | None = None) -> int:
 
     audit = sub.add_parser("audit", help="look for lost, duplicated or orphaned rows")
     audit.set_defaults(func=_audit)
+
+    memory = sub.add_parser("memory", help="event memory: time compression")
+    memory_sub = memory.add_subparsers(dest="memory", required=True)
+    compress = memory_sub.add_parser(
+        "compress", help="merge quiet topics' old events into summaries (the ladder: daily "
+        "within a week, weekly within a month, monthly within a year, yearly after)")
+    compress.add_argument("--dry-run", action="store_true",
+                          help="show what would be merged, change nothing")
+    compress.add_argument("--tenant", help="only this tenant's events")
+    compress.add_argument("--user", help="only this user's events (with --tenant)")
+    memory.set_defaults(func=_memory)
 
     chat = sub.add_parser("chat", help="talk to a running jin from the terminal")
     chat.add_argument("--url", help="jin's address (default: from JIN_HOST and JIN_PORT)")

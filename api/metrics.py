@@ -76,6 +76,13 @@ class Metrics:
         self.runtime_memory_alerts = Counter(
             "jin_runtime_memory_alerts", "Alerts L2 recorded about L1 (stale_l1), by type",
             ["type"], registry=r)
+        self.extraction_batches = Counter(
+            "jin_extraction_batches", "Batches of turns extracted, by result: kept (something "
+            "was), empty (content, yet nothing kept), filler (no helper call)", ["result"],
+            registry=r)
+        self.extraction_dropped = Counter(
+            "jin_extraction_dropped", "Items of the helper's extractions dropped, by reason",
+            ["reason"], registry=r)
         self.auth_failures = Counter("jin_auth_failures", "Requests refused for their key",
                                      ["code"], registry=r)
 

@@ -21,6 +21,8 @@ from api.metrics import Metrics
 from api.role_status import RoleProbe
 from chat.ports import TranscriptStore
 from llm.types import ProviderConfig
+from memory.events.extractor import Extractor
+from memory.events.listing import EventListing
 from memory.indexer import Indexer
 from orchestrator.answer import AbortSignal
 from orchestrator.events import MessageError, StepEvent, StepStart
@@ -42,6 +44,9 @@ class Runtime:
     running: dict[uuid.UUID, AbortSignal] = field(default_factory=dict)  # by step id
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     feed: ChatFeed | None = None  # each event of a step, to the sockets following its chat
+    # Event and entity extraction: told of each chat whose step ended (never waited for).
+    extractor: Extractor | None = None
+    event_listing: EventListing | None = None  # /v1/events and /v1/entities
 
     def abort_local(self, step_id: uuid.UUID) -> None:
         """An abort for a step: acted on if this worker runs it (from the route or a NOTIFY)."""
@@ -110,6 +115,8 @@ class Runtime:
             self.running.pop(step_id, None)
             self._steps_seen()
             emit(None)
+            if self.extractor is not None and chat_id is not None:
+                self.extractor.turn_done(chat_id)
 
     def _steps_seen(self) -> None:
         # The worker's indexer leaves backfill (imports) alone while steps run here.

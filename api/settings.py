@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm.types import HTTPConfig, ProviderConfig
 from memory.events import SchemaError
+from memory.events.extractor import ExtractorConfig
+from memory.events.matcher import MatchConfig
 from memory.events.schema import load_schemas
 from memory.indexer import IndexerConfig
 from memory.ranking import RecallConfig
@@ -145,6 +147,16 @@ class Settings(BaseSettings):
     # A folder of the deployment's own event and entity schemas (*.yaml), beside jin's defaults;
     # its types replace the defaults of the same name. Checked here, so a mistake stops startup.
     memory_schemas: Path | None = None
+    # Event and entity memory (memory/events/extractor.py): after each step, in the background,
+    # the helper extracts events and entity card updates from batches of a chat's turns.
+    # Unset: on with a helper server, off with the embedded one (see helper_work_on).
+    events_enabled: bool | None = None
+    events_batch_turns: int = Field(default=8, ge=1, le=200)  # messages per helper call
+    events_max_tokens: int = Field(default=2048, gt=0)  # the helper's answer
+    events_idle_seconds: float = Field(default=60.0, ge=0)  # then a short last batch goes too
+    events_claim_seconds: float = Field(default=300.0, gt=0)  # a dead worker's batch returns
+    events_max_attempts: int = Field(default=3, ge=1, le=100)  # helper failures of a batch
+    events_patch_threshold: float = Field(default=0.8, gt=0, le=1)  # approximate SEARCH match
     # L1 runtime memory (orchestrator/runtime_memory.py): the helper's compact state of each chat,
     # rewritten after every turn, versioned, and fenced into the next prompt. Unset: on when the
     # helper is a configured server, off with the embedded one (see runtime_memory_on).
@@ -309,12 +321,27 @@ class Settings(BaseSettings):
         return RecallConfig(enabled=self.recall, **set_)
 
     def runtime_memory_on(self) -> bool:
-        """Whether L1 runs. Unset, it follows the helper: the embedded 135M model spends about
-        10 s of the one model thread on each update, which the next turn waits for, and most of
-        its states are rejected as truncated or repeated, so it is opt-in there."""
-        if self.runtime_memory is not None:
-            return self.runtime_memory
-        return self.provider("helper") is not None
+        """Whether L1 runs (`helper_work_on`)."""
+        return self.helper_work_on(self.runtime_memory)
+
+    def events_on(self) -> bool:
+        """Whether event and entity extraction runs (`helper_work_on`)."""
+        return self.helper_work_on(self.events_enabled)
+
+    def helper_work_on(self, setting: bool | None) -> bool:
+        """Whether a helper's work after each turn runs. Unset, it follows the helper: the
+        embedded 135M model spends about 10 s of the one model thread on an L1 update (more on
+        an extraction), which the next turn waits for, and most of what it writes is rejected
+        as truncated or repeated, so such work is opt-in there."""
+        return setting if setting is not None else self.provider("helper") is not None
+
+    def extractor_config(self) -> ExtractorConfig:
+        """ExtractorConfig from every `JIN_EVENTS_*`."""
+        return ExtractorConfig(
+            batch_turns=self.events_batch_turns, max_tokens=self.events_max_tokens,
+            idle_seconds=self.events_idle_seconds, claim_seconds=self.events_claim_seconds,
+            max_attempts=self.events_max_attempts,
+            match=MatchConfig(threshold=self.events_patch_threshold))
 
     def runtime_memory_config(self) -> RuntimeMemoryConfig:
         """RuntimeMemoryConfig from every `JIN_L1_*`."""

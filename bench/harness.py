@@ -126,7 +126,7 @@ def jin_worker(
         "JIN_LOG_LEVEL": "warning",
         # The step's figures as measured before L1 runtime memory (an echo as the helper would
         # add a rewrite per step); L1's own cost is measured on its own (issue 22, point 4).
-        "JIN_RUNTIME_MEMORY": "false", **env,
+        "JIN_RUNTIME_MEMORY": "false", "JIN_EVENTS_ENABLED": "false", **env,
     }, f"http://127.0.0.1:{port}|/readyz")
     PIDS[f"http://127.0.0.1:{port}"] = proc.pid
     return f"http://127.0.0.1:{port}"

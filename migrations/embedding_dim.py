@@ -19,6 +19,11 @@ _HNSW = (
     ("message_embeddings_hnsw", "message_embeddings"),
     ("memories_hnsw", "memories"),
 )
+# Event memory's vectors (0017): rows kept, vectors emptied, as facts' are. Absent before it.
+_LATER_HNSW = (
+    ("events_hnsw", "events"),
+    ("entities_hnsw", "entities"),
+)
 
 
 def configured_dim(attributes: dict[str, Any]) -> int:
@@ -40,7 +45,11 @@ def current_dim(connection: sa.Connection) -> int:
 def resize(op: Any, dim: int) -> None:
     """Change the vector columns to `dim`. Vectors of the old size cannot stay: every message is
     queued again for indexing and every fact loses its vector until reindexed."""
-    for index, _ in _HNSW:
+    present = set(op.get_bind().execute(sa.text(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_schema = current_schema()")).scalars())
+    later = tuple((index, table) for index, table in _LATER_HNSW if table in present)
+    for index, _ in (*_HNSW, *later):
         op.execute(f"DROP INDEX IF EXISTS {index}")
     op.execute(  # as backfill (priority 1): live messages keep being indexed first
         "INSERT INTO recall_queue (message_id, priority) "
@@ -50,11 +59,14 @@ def resize(op: Any, dim: int) -> None:
     op.execute("UPDATE memories SET embedding = NULL, embedder = NULL")
     op.execute(f"ALTER TABLE message_embeddings ALTER COLUMN embedding TYPE vector({dim})")
     op.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({dim})")
+    for _, table in later:
+        op.execute(f"UPDATE {table} SET embedding = NULL, embedder = NULL")
+        op.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dim})")
     # Since 0008 the indexes hold only the rows of users who need them (`ann`).
     partial = set(op.get_bind().execute(sa.text(
         "SELECT table_name FROM information_schema.columns "
         "WHERE table_schema = current_schema() AND column_name = 'ann'")).scalars())
-    for index, table in _HNSW:
+    for index, table in (*_HNSW, *later):
         where = " WHERE ann" if table in partial else ""
         op.execute(f"CREATE INDEX {index} ON {table} USING hnsw (embedding vector_cosine_ops)"
                    f"{where}")

@@ -103,6 +103,10 @@ async def status(runtime: RuntimeDep) -> dict[str, Any]:
         memory["index_queue"] = await deps.indexer.pending()  # messages not yet embedded
         # Messages the embedder rejected again and again: not retried until `jin reindex`.
         memory["index_parked"] = await deps.indexer.parked()
+    # Event and entity extraction: batches done, those that had content and yielded nothing
+    # (never silent: OpenViking #4580), items kept and dropped, batches waiting, given up.
+    memory["extraction"] = ({"enabled": True, **await runtime.extractor.store.counts()}
+                            if runtime.extractor is not None else {"enabled": False})
     return {
         "version": "0.1.0",
         "roles": roles,

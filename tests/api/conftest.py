@@ -40,6 +40,9 @@ def jin_factory(
             "runtime_memory": False,
             # L2 likewise (it needs L1): on in tests/api/test_runtime_patterns.py.
             "l2_enabled": False,
+            # Event extraction calls the helper after turns too: on where a test asks for it
+            # (tests/api/test_events.py), for the same reason.
+            "events_enabled": False,
             **overrides,
         }
         server, thread, port = serve_in_thread(create_app(Settings(**values)))
@@ -92,6 +95,7 @@ def workers(
             "JIN_EMBEDDER_MODEL": "fake-embedder",
             "JIN_ABORT_POLL_SECONDS": "0.1",
             "JIN_RUNTIME_MEMORY": "false",  # (its helper is the brain's fake: see jin_factory)
+            "JIN_EVENTS_ENABLED": "false",
             **extra,
         })
 

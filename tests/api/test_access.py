@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -195,6 +196,45 @@ async def test_a_tenant_reaches_nothing_of_another_by_any_route(
         _refused(await a.get(f"/v1/chats/{b_chat}/runtime-memory"), 404, "chat_not_found")
         mine = (await a.get("/v1/snapshots", params={"user_id": "same-user"})).json()
         assert [s["id"] for s in mine["snapshots"]] == [snapshot]
+
+
+async def test_a_tenant_reaches_no_event_or_entity_of_another(
+    jin_factory: Callable[..., str], engine: AsyncEngine, model: FakeOpenAIServer,
+    helper: FakeOpenAIServer,
+) -> None:
+    keys = KeyStore(engine)
+    _, a_key = await keys.create("tenant-a")
+    _, b_key = await keys.create("tenant-b")
+    base = jin_factory(auth_cache_seconds=0, events_enabled=True, events_batch_turns=2)
+    async with _client(base, a_key) as a, _client(base, b_key) as b:
+        chat = await new_chat(a, user_id="same-user")
+        model.push(Reply(["noted"]))
+        helper.push(Reply([json.dumps({  # after the step, A's event memory
+            "segments": [{"start": 0, "end": 1, "topic": "locker"}],
+            "events": [{"type": "profile_fact", "topic": "locker",
+                        "properties": {"attribute": "locker code", "value": "4417"}}],
+            "entities": [{"entity": "user_profile", "field": "card", "events": [0],
+                          "value": "<<<<<<< SEARCH\n=======\n- Locker code 4417\n"
+                                   ">>>>>>> REPLACE"}]})]))
+        await stream_step(a, chat, "my locker code is 4417")
+        for _ in range(200):  # A's extraction runs after the step
+            entities = (await a.get("/v1/entities", params={"user_id": "same-user"})).json()
+            if entities["items"]:
+                break
+            await asyncio.sleep(0.05)
+        [entity] = entities["items"]
+        [event] = (await a.get("/v1/events", params={"user_id": "same-user"})).json()["items"]
+
+        # Tenant B, even naming the same user id, lists none and deletes none.
+        for what in ("events", "entities"):
+            listing = await b.get(f"/v1/{what}", params={"user_id": "same-user"})
+            assert listing.status_code == 200 and listing.json()["items"] == []
+        _refused(await b.delete(f"/v1/events/{event['id']}", params={"user_id": "same-user"}),
+                 404, "event_not_found")
+        _refused(await b.delete(f"/v1/entities/{entity['id']}",
+                                params={"user_id": "same-user"}), 404, "entity_not_found")
+        again = (await a.get("/v1/entities", params={"user_id": "same-user"})).json()["items"]
+        assert [e["card"] for e in again] == ["## card\n- Locker code 4417"]
 
 
 async def test_a_key_over_its_rate_limit_is_told_when_to_come_back(

@@ -85,7 +85,7 @@ def api_schema(target: Target) -> schemathesis.BaseSchema:
             # schema can tell a forged one from a real one. A fact that is only a list bullet
             # or punctuation (";", "1.") is refused once cleaned, which no pattern says well.
             "include-name": ["GET /v1/chats", "GET /v1/memories", "POST /v1/memories",
-                             "GET /v1/snapshots"],
+                             "GET /v1/snapshots", "GET /v1/events", "GET /v1/entities"],
             "checks": {"positive_data_acceptance": {
                 "expected-statuses": ["2xx", "401", "403", "404", "409", "413", "422", "429"]}},
         }, {

@@ -23,6 +23,7 @@ def app(database_url: str, model_url: str) -> FastAPI:
         database_url=database_url, brain_url=model_url, brain_model="fake", helper_url=model_url,
         helper_model="fake", embedder_url=model_url, embedder_model="fake-embedder",
         runtime_memory=False,  # its helper is the brain's fake (tests/api/conftest.py)
+        events_enabled=False,
     ))
 
 

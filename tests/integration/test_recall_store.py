@@ -113,9 +113,20 @@ async def test_reindex_moves_to_a_model_of_another_size_and_resumes_where_it_sto
     assert f"messages: {left}/{left} (100%)" in out.getvalue()
     async with engine.connect() as conn:  # rebuilt for the new size, still for ann users only
         definitions = (await conn.execute(text(
-            "SELECT indexdef FROM pg_indexes WHERE indexname LIKE '%\\_hnsw'"))).scalars().all()
+            "SELECT indexdef FROM pg_indexes WHERE indexname IN "
+            "('message_embeddings_hnsw', 'memories_hnsw')"))).scalars().all()
+        # Event memory's vectors take the new size too (every user's rows in their index).
+        events = (await conn.execute(text(
+            "SELECT attrelid::regclass::text, atttypmod FROM pg_attribute "
+            "WHERE attrelid IN ('events'::regclass, 'entities'::regclass) "
+            "AND attname = 'embedding' ORDER BY 1"))).all()
+        event_indexes = (await conn.execute(text(
+            "SELECT count(*) FROM pg_indexes WHERE indexname IN "
+            "('events_hnsw', 'entities_hnsw')"))).scalar()
     assert len(definitions) == 2
     assert all("vector_cosine_ops" in d and d.endswith("WHERE ann") for d in definitions)
+    assert [tuple(row) for row in events] == [("entities", 16), ("events", 16)]
+    assert event_indexes == 2
     again = await reindex(settings, database_url, out=io.StringIO())
     assert again["messages"] == 0 and again["facts"] == 0
 

@@ -179,10 +179,12 @@ def test_the_state_cannot_close_its_fence_and_an_echo_of_it_is_scrubbed() -> Non
 def test_l1_is_opt_in_with_the_embedded_helper_and_on_with_a_helper_server(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from api.settings import Settings
-    for name in ("JIN_RUNTIME_MEMORY", "JIN_HELPER_URL"):
+    for name in ("JIN_RUNTIME_MEMORY", "JIN_EVENTS_ENABLED", "JIN_HELPER_URL"):
         monkeypatch.delenv(name, raising=False)
     assert not Settings().runtime_memory_on()  # `make run`: SmolLM2 would hold its thread ~10 s
+    assert not Settings().events_on()  # and longer for an extraction
     assert Settings(helper_url="http://127.0.0.1:9/v1").runtime_memory_on()
+    assert Settings(helper_url="http://127.0.0.1:9/v1").events_on()
     monkeypatch.setenv("JIN_RUNTIME_MEMORY", "true")
     assert Settings().runtime_memory_on()
     monkeypatch.setenv("JIN_RUNTIME_MEMORY", "false")

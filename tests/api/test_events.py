@@ -1,0 +1,299 @@
+"""Event and entity memory over real HTTP and Postgres, with a scripted helper: events and a card
+patched across two batches, each version with its events; an invalid item dropped while the
+rest is kept; an empty extraction counted; a batch of a dead worker redone once; the answer
+never waiting for the extraction."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from llm.testing import FakeOpenAIServer, Reply
+from memory.events.store import Claimed, Lost, Outcome, PostgresEventStore
+from tests.api.processes import JinProcess
+from tests.api.sse_client import new_chat, stream_step
+
+# Batches of one turn (a message and its answer), extracted as soon as the step ends.
+EVENTS = {"events_enabled": True, "events_batch_turns": 2}
+
+
+@pytest.fixture
+async def client(jin_factory: Callable[..., str]) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=jin_factory(**EVENTS), timeout=30) as c:
+        yield c
+
+
+def extraction(segments: list[dict[str, Any]], events: list[dict[str, Any]],
+               entities: list[dict[str, Any]] | None = None) -> Reply:
+    return Reply([json.dumps({"segments": segments, "events": events,
+                              "entities": entities or []})])
+
+
+def block(search: str, replace: str) -> str:
+    return f"<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE"
+
+
+def fact(topic: str, attribute: str, value: str) -> dict[str, Any]:
+    return {"type": "profile_fact", "topic": topic,
+            "properties": {"attribute": attribute, "value": value}}
+
+
+async def until(read: Callable[[], Any], ready: Callable[[Any], bool],
+                seconds: float = 20) -> Any:
+    """What `read` gives once `ready` says so; fails after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = await read()
+        if ready(value):
+            return value
+        assert time.monotonic() < deadline, f"never ready: {value}"
+        await asyncio.sleep(0.1)
+
+
+async def listed(client: httpx.AsyncClient, what: str, user: str = "u1",
+                 **params: Any) -> dict[str, Any]:
+    response = await client.get(f"/v1/{what}", params={"user_id": user, **params})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def extraction_status(client: httpx.AsyncClient) -> dict[str, Any]:
+    body: dict[str, Any] = (await client.get("/v1/status")).json()["memory"]["extraction"]
+    return body
+
+
+async def metric(client: httpx.AsyncClient, line_start: str) -> float:
+    text = (await client.get("/metrics")).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(line_start))
+
+
+async def test_turns_become_events_and_a_card_patched_across_two_batches(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer,
+) -> None:
+    chat = await new_chat(client)
+    model.push(Reply(["Nice to meet you, Sasha."]))
+    helper.push(extraction(
+        [{"start": 0, "end": 1, "topic": "home"}, {"start": 0, "end": 0, "topic": "name"}],
+        [fact("home", "home city", "Kyiv"), fact("name", "nickname", "Sasha")],
+        [{"entity": "user_profile", "field": "card", "events": [0],
+          "value": block("", "- Lives in Kyiv\n- Works as a nurse")},
+         {"entity": "user_profile", "field": "nickname", "value": "Sasha", "events": [1]}]))
+    await stream_step(client, chat, "Call me Sasha. I live in Kyiv and work as a nurse.")
+    first = await until(lambda: listed(client, "entities"), lambda b: b["items"])
+    [card] = first["items"]
+    assert card["type"] == "user_profile" and card["version"] == 1
+    assert card["fields"] == {"card": "- Lives in Kyiv\n- Works as a nurse", "nickname": "Sasha"}
+
+    # The second batch: the card is shown to the helper, which patches one line of it.
+    model.push(Reply(["Lviv is lovely."]))
+    helper.push(extraction(
+        [{"start": 0, "end": 1, "topic": "moving"}],
+        [fact("moving", "home city", "Lviv")],
+        [{"entity": "user_profile", "field": "card", "events": [0],
+          "value": block("2| - Lives in Kyiv", "- Lives in Lviv since May")}]))
+    await stream_step(client, chat, "I moved to Lviv in May.")
+    second = await until(lambda: listed(client, "entities"),
+                         lambda b: b["items"][0]["version"] == 2)
+    [card] = second["items"]
+    assert card["fields"]["card"] == "- Lives in Lviv since May\n- Works as a nurse"
+    assert card["fields"]["nickname"] == "Sasha"
+    shown = helper.requests[1]["messages"][1]["content"]
+    assert "### user_profile" in shown and "2| - Lives in Kyiv" in shown
+
+    events = (await listed(client, "events"))["items"]  # newest batch first
+    assert [(e["type"], e["properties"]["value"]) for e in events[:1]] == [
+        ("profile_fact", "Lviv")]
+    lviv, *earlier = events
+    kyiv, sasha = sorted(earlier, key=lambda e: e["properties"]["value"])
+    assert (kyiv["properties"]["value"], sasha["properties"]["value"]) == ("Kyiv", "Sasha")
+    messages = (await client.get(f"/v1/chats/{chat}/messages")).json()["messages"]
+    ids = [m["id"] for m in messages if m["kind"] in ("user", "assistant")]
+    assert lviv["source_messages"] == ids[2:4] and kyiv["source_messages"] == ids[:2]
+    assert sasha["source_messages"] == ids[:1]  # its segment: the user's message alone
+    assert all(e["chat_id"] == chat for e in events)
+
+    # Every version kept, each with the events that made it.
+    v1, v2 = card["versions"]
+    assert (v1["version"], v2["version"]) == (1, 2)
+    assert {s["id"] for s in v1["source_events"]} == {kyiv["id"], sasha["id"]}
+    assert [s["id"] for s in v2["source_events"]] == [lviv["id"]]
+    assert v1["fields"]["card"] == "- Lives in Kyiv\n- Works as a nurse"
+    assert "Lives in Lviv since May" in v2["patch"]
+    status = await extraction_status(client)
+    assert (status["batches"], status["empty"], status["dropped"]) == (2, 0, 0)
+    helper.assert_consumed()
+
+
+def discussion(topic: str, summary: str) -> dict[str, Any]:
+    return {"type": "discussion", "topic": topic, "properties": {"summary": summary}}
+
+
+async def test_an_invalid_item_is_dropped_and_counted_and_the_rest_is_kept(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer,
+) -> None:
+    chat = await new_chat(client)
+    model.push(Reply(["Recursion is a function calling itself."]))
+    helper.push(extraction(
+        [{"start": 0, "end": 1, "topic": "recursion"}],
+        [discussion("recursion", "what recursion is"),
+         {"type": "horoscope", "topic": "recursion", "properties": {}}],  # no such type
+        [{"entity": "user_profile", "field": "nickname", "value": "Rec",
+          "events": [0]}]))  # a nickname changes by profile facts, not discussions
+    await stream_step(client, chat, "What is recursion, in a sentence?")
+    status = await until(lambda: extraction_status(client), lambda s: s["batches"] == 1)
+    assert (status["items"], status["dropped"], status["empty"]) == (1, 2, 0)
+    [event] = (await listed(client, "events"))["items"]
+    assert (event["type"], event["properties"]) == ("discussion",
+                                                    {"summary": "what recursion is"})
+    assert (await listed(client, "entities"))["items"] == []
+    assert await metric(client, 'jin_extraction_dropped_total{reason="unknown_event_type"}') == 1
+    assert await metric(client, 'jin_extraction_dropped_total{reason="no_source_event"}') == 1
+    assert await metric(client, 'jin_extraction_batches_total{result="kept"}') == 1
+
+
+async def test_an_extraction_that_yields_nothing_is_counted_and_filler_asks_nobody(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer,
+) -> None:
+    chat = await new_chat(client)
+    model.push(Reply(["The tide comes in twice a day."]))
+    helper.push(Reply(["Sorry, I found nothing worth remembering here."]))  # no JSON at all
+    await stream_step(client, chat, "How often does the tide come in?")
+    status = await until(lambda: extraction_status(client), lambda s: s["batches"] == 1)
+    assert (status["empty"], status["dropped"], status["items"]) == (1, 1, 0)
+    assert await metric(client, 'jin_extraction_batches_total{result="empty"}') == 1
+    assert await metric(client, 'jin_extraction_dropped_total{reason="not_json"}') == 1
+
+    # Greetings only: the batch is done without a helper call (the strict helper has no
+    # reply for one), and it is not an empty extraction.
+    model.push(Reply(["Hello! How can I help you today?"]))
+    await stream_step(client, chat, "hi there")
+    status = await until(lambda: extraction_status(client), lambda s: s["batches"] == 2)
+    assert (status["empty"], status["pending"]) == (1, 0)
+    assert len(helper.requests) == 1
+    assert await metric(client, 'jin_extraction_batches_total{result="filler"}') == 1
+
+
+async def test_message_end_never_waits_for_the_extraction(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer,
+) -> None:
+    chat = await new_chat(client)
+    model.push(Reply(["Noted: the report is due Friday."]))
+    helper.push(Reply([json.dumps({
+        "segments": [{"start": 0, "end": 1, "topic": "report"}],
+        "events": [{"type": "commitment", "topic": "report",
+                    "properties": {"what": "finish the report", "who": "user"}}],
+        "entities": []})], delay=3.0))  # a slow helper
+    began = time.monotonic()
+    events = await stream_step(client, chat, "I must finish the report by Friday.")
+    took = time.monotonic() - began
+    assert "message_end" in [n for n, _ in events]
+    assert took < 2.0, f"the step took {took:.1f} s: it waited for the extraction"
+    assert (await listed(client, "events"))["items"] == []  # not yet: it runs after
+    [event] = (await until(lambda: listed(client, "events"), lambda b: b["items"]))["items"]
+    assert event["properties"] == {"what": "finish the report", "who": "user"}
+
+
+async def test_events_and_entities_page_and_delete_with_problem_answers(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer,
+) -> None:
+    chat = await new_chat(client)
+    model.push(Reply(["Three topics, noted."]))
+    helper.push(extraction(
+        [{"start": 0, "end": 0, "topic": t} for t in ("chess", "tea", "rain")],
+        [discussion("chess", "about chess"),
+         {"type": "preference_stated", "topic": "tea",
+          "properties": {"subject": "tea", "stance": "likes"}},
+         discussion("rain", "about rain")],
+        [{"entity": "preferences", "field": "card", "events": [1],
+          "value": block("", "## drinks\n- Likes green tea")}]))
+    await stream_step(client, chat, "Chess, tea and rain: my three loves.")
+    await until(lambda: listed(client, "entities"), lambda b: b["items"])
+    first = await listed(client, "events", limit=2)
+    assert len(first["items"]) == 2 and first["next"]
+    rest = await listed(client, "events", limit=2, before=first["next"])
+    assert len(rest["items"]) == 1 and rest["next"] is None
+    topics = {e["topic"] for e in first["items"] + rest["items"]}
+    assert topics == {"chess", "tea", "rain"}
+    assert (await listed(client, "events", user="someone-else"))["items"] == []
+
+    bad = await client.get("/v1/events", params={"user_id": "u1", "before": "bm90LWEtY3Vyc29y"})
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith(
+        "application/problem+json")
+    doomed = rest["items"][0]["id"]
+    assert (await client.delete(f"/v1/events/{doomed}", params={"user_id": "u1"})
+            ).status_code == 204
+    again = await client.delete(f"/v1/events/{doomed}", params={"user_id": "u1"})
+    assert again.status_code == 404 and again.json()["code"] == "event_not_found"
+    assert again.headers["content-type"].startswith("application/problem+json")
+    assert doomed not in {e["id"] for e in (await listed(client, "events"))["items"]}
+
+    [card] = (await listed(client, "entities"))["items"]
+    assert (card["type"], card["key"]) == ("preferences", None)
+    gone = await client.delete(f"/v1/entities/{card['id']}", params={"user_id": "u1"})
+    assert gone.status_code == 204
+    assert (await listed(client, "entities"))["items"] == []
+    missing = await client.delete(f"/v1/entities/{card['id']}", params={"user_id": "u1"})
+    assert missing.status_code == 404 and missing.json()["code"] == "entity_not_found"
+    no_user = await client.get("/v1/entities")
+    assert no_user.status_code == 422
+
+
+async def test_a_batch_whose_worker_died_is_redone_by_another_and_written_once(
+    workers: Callable[..., JinProcess], model: FakeOpenAIServer, engine: AsyncEngine,
+) -> None:
+    env = {"JIN_EVENTS_ENABLED": "true", "JIN_EVENTS_BATCH_TURNS": "2",
+           "JIN_EVENTS_CLAIM_SECONDS": "3"}
+    first = await asyncio.to_thread(workers, **env)  # every role on `model`: brain, helper
+    async with httpx.AsyncClient(base_url=first.url, timeout=30) as client:
+        chat = await new_chat(client)
+        model.push(Reply(["Noted."]), Reply(["{"], hang=True))  # the answer; a helper that hangs
+        await stream_step(client, chat, "My sister Olena lives in Odesa.")
+
+    async def batches() -> list[Any]:
+        async with engine.connect() as conn:
+            return list((await conn.exec_driver_sql(
+                "SELECT id, status, holder FROM extraction_batches")).all())
+
+    [(batch_id, status, dead_holder)] = await until(batches, lambda b: b and b[0][1] == "running")
+    first.kill()  # mid-extraction: its claim stays until it runs out
+    model.push(extraction([{"start": 0, "end": 1, "topic": "family"}],
+                          [fact("family", "sister", "Olena, in Odesa")]))
+    second = await asyncio.to_thread(workers, **env)
+    async with httpx.AsyncClient(base_url=second.url, timeout=30) as client:
+        done = await until(lambda: listed(client, "events"), lambda b: b["items"], seconds=30)
+        assert [e["properties"]["value"] for e in done["items"]] == ["Olena, in Odesa"]
+        [(_, status, holder)] = await batches()
+        assert (status, holder) == ("done", None)
+        # The dead worker's extraction, had it finished late, is refused: written once.
+        store = PostgresEventStore(engine)
+        with pytest.raises(Lost):
+            await store.finish(Claimed(batch_id, uuid.UUID(chat), "default", "u1", 0, 1, 0),
+                               dead_holder, Outcome(1, 0, False, {}, None), [], [], [], [],
+                               "fake-embedder")
+        assert len((await listed(client, "events"))["items"]) == 1
+        status_body = (await client.get("/v1/status")).json()["memory"]["extraction"]
+        assert (status_body["batches"], status_body["pending"]) == (1, 0)
+
+
+async def test_a_quiet_chats_last_turns_are_extracted_though_short_of_a_batch(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer, helper: FakeOpenAIServer,
+) -> None:
+    base = jin_factory(events_enabled=True, events_batch_turns=8, events_idle_seconds=0.5)
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        chat = await new_chat(client)
+        model.push(Reply(["Good luck with the exam."]))
+        helper.push(extraction([{"start": 0, "end": 1, "topic": "exam"}],
+                               [discussion("exam", "the user has an exam on Monday")]))
+        await stream_step(client, chat, "I have my driving exam on Monday.")
+        [event] = (await until(lambda: listed(client, "events"), lambda b: b["items"]))["items"]
+        assert len(event["source_messages"]) == 2  # two turns, where a batch holds eight
