@@ -18,7 +18,8 @@ DIGEST = "Ann plans <b>Rome</b> in May <img src=x onerror=\"window.pwned=1\"> on
 
 @pytest.fixture
 def jin(jin_factory: Callable[..., str]) -> str:
-    return jin_factory(runtime_memory=True, l1_wait_s=10.0)
+    # As deployed: L2 comes with L1 (its panel section asks for the patterns).
+    return jin_factory(runtime_memory=True, l1_wait_s=10.0, l2_enabled=True)
 
 
 async def test_a_new_chat_starts_from_a_snapshot_saved_in_the_panel(
