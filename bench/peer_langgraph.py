@@ -111,17 +111,35 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def sequential(graph, size: int, steps: int, chats: int) -> None:
+async def wal_flushes(pool) -> int | None:
+    """How many times Postgres has flushed its write-ahead log (as bench/step_overhead.py
+    counts jin's); None before Postgres 16."""
+    try:
+        async with pool.connection() as conn:
+            row = await (await conn.execute(
+                "SELECT coalesce(sum(fsyncs), 0) AS n FROM pg_stat_io WHERE object = 'wal'"
+            )).fetchone()
+            return int(row["n"])
+    except Exception:  # noqa: BLE001 (an older Postgres)
+        return None
+
+
+async def sequential(graph, pool, size: int, steps: int, chats: int) -> None:
     configs = await new_threads(graph, chats + 1, size)
     warm, configs = configs[0], configs[1:]
     before = await wait_for_quiet()
     for i in range(30):  # warm-up: its own thread, so the measured threads grow only by `steps`
         await step(graph, warm, i)
+    flushes = await wal_flushes(pool)
     times = [await step(graph, configs[i % chats], i) for i in range(steps)]
+    await asyncio.sleep(1)  # (backends report their I/O counts within a second)
+    after = await wal_flushes(pool)
+    flushed = (f"; WAL flushes a step {(after - flushes) / steps:.2f}"
+               if flushes is not None and after is not None else "")
     end_size = size + 2 * -(-steps // chats)
     print(f"{size:>6,} messages: median {statistics.median(times):6.1f} ms, "
           f"p99 {pct(times, 0.99):6.1f} ms  ({steps} steps over {chats} threads, each ending at "
-          f"<= {end_size:,} messages; {before}, {load_now()})", flush=True)
+          f"<= {end_size:,} messages; {before}, {load_now()}{flushed})", flush=True)
 
 
 async def concurrent(graph, concurrency: int, seconds: float, size: int) -> None:
@@ -170,7 +188,7 @@ async def main() -> None:
         await saver.setup()
         graph = build_graph(saver)
         for size in (10, 1_000):
-            await sequential(graph, size, args.steps, args.chats)
+            await sequential(graph, pool, size, args.steps, args.chats)
         await concurrent(graph, args.concurrency, args.seconds, 10)
 
 
