@@ -18,11 +18,13 @@ a step racing the compaction may read or not, either way whole).
 Its commit does not wait for the disk (`synchronous_commit` off, for this transaction alone):
 what it wrote is visible to every other session at once, as always (the lease holds), and it is
 on disk once the step's end commits, which waits for the disk as before and so flushes the open
-with it (the log is written in order). A database crash between the two loses the opened turn
-whole, not half: the chat is as it was before the request, and the client, whose step failed
-with the database, may send it again (its idempotency key is then new to the chat). Waiting for
-the disk here cost each step a flush of the log, 1.5-3 ms on the development machine's disk
-(bench/HISTORY.md, 2026-12-03), a third of the step's own time.
+with it (the log is written in order), if Postgres's WAL writer has not flushed it before (it
+does within 3 x `wal_writer_delay`, 0.6 s by default; any durable commit flushes it sooner). A
+database crash in that fraction of a second loses the opened turn whole, not half: the chat is
+as it was before the request, and the client, whose step failed with the database, may send it
+again (its idempotency key is then new to the chat). Waiting for the disk here cost each step a
+flush of the log, 1.5-3 ms on the development machine's disk (bench/HISTORY.md, 2026-12-03), a
+third of the step's own time.
 """
 
 from __future__ import annotations
