@@ -23,8 +23,8 @@ does within 3 x `wal_writer_delay`, 0.6 s by default; any durable commit flushes
 database crash in that fraction of a second loses the opened turn whole, not half: the chat is
 as it was before the request, and the client, whose step failed with the database, may send it
 again (its idempotency key is then new to the chat). Waiting for the disk here cost each step a
-flush of the log, 1.5-3 ms on the development machine's disk (bench/HISTORY.md, 2026-12-03), a
-third of the step's own time.
+flush of the log, 1.5-3 ms on the development machine's disk while the machine was busy
+(bench/HISTORY.md, 2026-12-03).
 """
 
 from __future__ import annotations
