@@ -16,8 +16,9 @@ each, as jin's bench seeds them). Prints the median and p99 of `--steps` sequent
 and 1,000 messages, spread round robin over `--chats` threads per size so the history grows
 little, after a warm-up; then steps/s with 32 concurrent threads (one asyncio task per chat) for
 `--seconds` at 10 messages. Postgres: $DATABASE_URL (a psycopg URI) or else an embedded one
-(pgserver, on its unix socket). Before each phase it waits (up to 3 min) for the 1-minute load
-average to drop to 1.0, and prints the load beside each figure. Prints figures, never passes/fails.
+(pgserver, on its unix socket). Before each phase it waits (up to `--quiet-wait`, 3 min) for
+the 1-minute load average to drop to 1.0, and prints the load beside each figure. Prints figures,
+never passes/fails.
 """
 
 from __future__ import annotations
@@ -69,8 +70,12 @@ def database_url() -> str:
     return server.get_uri()
 
 
-async def wait_for_quiet(limit_s: float = 180.0) -> str:
+QUIET_WAIT = 180.0  # seconds: --quiet-wait
+
+
+async def wait_for_quiet(limit_s: float | None = None) -> str:
     """Wait until the 1-minute load average is at most 1.0 (at most `limit_s`); describe it."""
+    limit_s = QUIET_WAIT if limit_s is None else limit_s
     t0 = time.monotonic()
     # (Polled: the load average has no event to wait on.)
     while os.getloadavg()[0] > 1.0 and time.monotonic() - t0 < limit_s:  # noqa: ASYNC110
@@ -111,17 +116,35 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def sequential(graph, size: int, steps: int, chats: int) -> None:
+async def wal_flushes(pool) -> int | None:
+    """How many times Postgres has flushed its write-ahead log (as bench/step_overhead.py
+    counts jin's); None before Postgres 16."""
+    try:
+        async with pool.connection() as conn:
+            row = await (await conn.execute(
+                "SELECT coalesce(sum(fsyncs), 0) AS n FROM pg_stat_io WHERE object = 'wal'"
+            )).fetchone()
+            return int(row["n"])
+    except Exception:  # noqa: BLE001 (an older Postgres)
+        return None
+
+
+async def sequential(graph, pool, size: int, steps: int, chats: int) -> None:
     configs = await new_threads(graph, chats + 1, size)
     warm, configs = configs[0], configs[1:]
     before = await wait_for_quiet()
     for i in range(30):  # warm-up: its own thread, so the measured threads grow only by `steps`
         await step(graph, warm, i)
+    flushes = await wal_flushes(pool)
     times = [await step(graph, configs[i % chats], i) for i in range(steps)]
+    await asyncio.sleep(1)  # (backends report their I/O counts within a second)
+    after = await wal_flushes(pool)
+    flushed = (f"; WAL flushes a step {(after - flushes) / steps:.2f}"
+               if flushes is not None and after is not None else "")
     end_size = size + 2 * -(-steps // chats)
     print(f"{size:>6,} messages: median {statistics.median(times):6.1f} ms, "
           f"p99 {pct(times, 0.99):6.1f} ms  ({steps} steps over {chats} threads, each ending at "
-          f"<= {end_size:,} messages; {before}, {load_now()})", flush=True)
+          f"<= {end_size:,} messages; {before}, {load_now()}{flushed})", flush=True)
 
 
 async def concurrent(graph, concurrency: int, seconds: float, size: int) -> None:
@@ -147,13 +170,18 @@ async def concurrent(graph, concurrency: int, seconds: float, size: int) -> None
 
 
 async def main() -> None:
+    global QUIET_WAIT  # (--quiet-wait)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--chats", type=int, default=10, help="threads per size, stepped in turn")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--pool", type=int, default=16, help="psycopg pool's max connections")
+    parser.add_argument("--quiet-wait", type=float, default=QUIET_WAIT,
+                        help="seconds to wait at most for a load average of 1.0 before each "
+                             "phase (0: none, to run beside jin's benchmark in the same period)")
     args = parser.parse_args()
+    QUIET_WAIT = args.quiet_wait
 
     url = database_url()
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -170,7 +198,7 @@ async def main() -> None:
         await saver.setup()
         graph = build_graph(saver)
         for size in (10, 1_000):
-            await sequential(graph, size, args.steps, args.chats)
+            await sequential(graph, pool, size, args.steps, args.chats)
         await concurrent(graph, args.concurrency, args.seconds, 10)
 
 

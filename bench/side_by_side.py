@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import (  # noqa: E402
+    PIDS,
     _wait_ready,
     children,
     cpu_seconds,
@@ -153,11 +154,6 @@ async def concurrent(side: Side, n_chats: int, seconds: float, fake: int) -> Non
                         "postgres_ms": postgres, "fake_ms": model})
 
 
-def fake_pid() -> int:
-    out = subprocess.run(["pgrep", "-f", "llm.testing"], capture_output=True, text=True).stdout
-    return int(out.split()[0])
-
-
 def run(args: argparse.Namespace, first: tuple[str, Path], second: tuple[str, Path]) -> None:
     changed_env = dict(pair.split("=", 1) for pair in args.changed_env)
     with ExitStack() as stack:
@@ -168,7 +164,7 @@ def run(args: argparse.Namespace, first: tuple[str, Path], second: tuple[str, Pa
             own_database(stack, side)
         for side in sides:  # started in this order: see --swap
             start_worker(stack, side, model_url)
-        fake = fake_pid()
+        fake = PIDS[model_url]  # (not any llm.testing: other runs on the machine have theirs)
         if args.seq:
             asyncio.run(sequential(sides, args.seq))
         for r in range(args.rounds):
@@ -179,12 +175,14 @@ def run(args: argparse.Namespace, first: tuple[str, Path], second: tuple[str, Pa
                       f"worker {f['worker_ms']:.2f} ms, Postgres {f['postgres_ms']:.2f} ms, "
                       f"fake {f['fake_ms']:.2f} ms", flush=True)
         for side in sides:
-            med = {k: statistics.median(r[k] for r in side.rounds) for k in side.rounds[0]}
-            seq = (f"; sequential overhead at 10 messages median {statistics.median(side.seq):.2f}"
+            med = {k: statistics.median(r[k] for r in side.rounds) for k in side.rounds[0]
+                   } if side.rounds else {}  # (--rounds 0: the sequential steps alone)
+            seq = (f"sequential overhead at 10 messages median {statistics.median(side.seq):.2f}"
                    f" ms, p99 {pct(side.seq, 0.99):.2f}" if side.seq else "")
-            print(f"{side.name}: {med['steps_per_s']:.0f} steps/s, CPU a step: worker "
-                  f"{med['worker_ms']:.2f} ms, Postgres {med['postgres_ms']:.2f} ms, fake "
-                  f"{med['fake_ms']:.2f} ms{seq}", flush=True)
+            rounds = (f"{med['steps_per_s']:.0f} steps/s, CPU a step: worker "
+                      f"{med['worker_ms']:.2f} ms, Postgres {med['postgres_ms']:.2f} ms, fake "
+                      f"{med['fake_ms']:.2f} ms; " if med else "")
+            print(f"{side.name}: {rounds}{seq}", flush=True)
 
 
 def main() -> None:

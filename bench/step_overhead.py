@@ -108,9 +108,11 @@ async def step(client: httpx.AsyncClient, chat_id: str, i: int,
         raise RuntimeError(f"step failed: {r.status_code} {body}")
     timing = r.headers["server-timing"]
     # The worker's whole time on the request (routing, validation, JSON included), less the
-    # time spent waiting on the model.
+    # time spent waiting on the model; and the client's round trip less the model's time: the
+    # same with HTTP both ways (uvicorn's parsing and writing, this client's httpx, loopback).
     app_ms = float(timing.partition("dur=")[2])
-    return app_ms - body["timings"]["model_ms"], client_ms
+    model_ms = body["timings"]["model_ms"]
+    return app_ms - model_ms, client_ms - model_ms
 
 
 async def sequential(
@@ -126,6 +128,7 @@ async def sequential(
         for i, chat_id in enumerate(pools[size][:5]):  # warm-up
             await step(client, chat_id, -i)
     await settle(engine)
+    flushes = await wal_flushes(engine)
     overhead: dict[int, list[float]] = {size: [] for size in sizes}
     latency: dict[int, list[float]] = {size: [] for size in sizes}
     for i in range(steps):
@@ -133,6 +136,10 @@ async def sequential(
             o, c = await step(client, pools[size][i % len(pools[size])], i)
             overhead[size].append(o)
             latency[size].append(c)
+    await asyncio.sleep(1)  # (backends report their I/O counts within a second)
+    if flushes is not None and (after := await wal_flushes(engine)) is not None:
+        print(f"WAL flushes a step (every size, the indexer's included): "
+              f"{(after - flushes) / (steps * len(sizes)):.2f}")
     return {
         size: {
             "chats": len(pools[size]), "median": statistics.median(overhead[size]),
@@ -140,6 +147,19 @@ async def sequential(
         }
         for size in sizes
     }
+
+
+async def wal_flushes(engine) -> int | None:
+    """How many times Postgres has flushed its write-ahead log to disk (one a durable commit,
+    unless commits share one); None before Postgres 16. On a disk whose flush takes ms, these
+    are much of a step's time, the peer's too (bench/peer_langgraph.py counts its own)."""
+    try:
+        async with engine.connect() as conn:
+            return int((await conn.execute(text(
+                "SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io WHERE object = 'wal'"
+            ))).scalar_one())
+    except Exception:  # noqa: BLE001 (an older Postgres: no such view or column)
+        return None
 
 
 async def history_pages(client: httpx.AsyncClient, engine) -> None:
@@ -226,8 +246,8 @@ async def run(args: argparse.Namespace, db_url: str, jin_url: str, model_url: st
                                    args.chats)
         for size, r in results.items():
             print(f"history {size:>7,} msgs ({r['chats']:>3} chats): overhead median "
-                  f"{r['median']:6.2f} ms  p99 {r['p99']:6.2f} ms  | client round trip median "
-                  f"{r['client_median']:6.2f} ms", flush=True)
+                  f"{r['median']:6.2f} ms  p99 {r['p99']:6.2f} ms  | with HTTP (client round trip "
+                  f"less the model's time) {r['client_median']:6.2f} ms", flush=True)
         base = results[10]["median"]
         print("\nratio to the 10-message median:")
         for size, r in results.items():

@@ -51,9 +51,15 @@ _CLAIMABLE = f"""q.parked_at IS NULL
       AND NOT {_WAITS_FOR_ITS_STEP}"""
 # Live messages are priority 0; imports' and `jin reindex`'s backfill 1.
 LIVE, BACKFILL = 0, 1
+# The indexer's writes commit without waiting for the disk (synchronous_commit off, for each
+# statement's transaction alone): all of it can be made again from the messages, and the
+# queue's row comes back with the vectors if a database crash loses them, so nothing waits on
+# the log's flush for it (on a slow disk 1.5-3 ms a commit, which a step's own commit would
+# queue behind: bench/HISTORY.md, 2026-12-03). Each is visible at once, as before.
+_LAZY = "lazy AS (SELECT set_config('synchronous_commit', 'off', true) AS commit_mode)"
 _CLAIMED = """
 UPDATE recall_queue q SET claimed_until = now() + make_interval(secs => :ttl)
-FROM c JOIN messages m ON m.id = c.message_id
+FROM c JOIN messages m ON m.id = c.message_id CROSS JOIN lazy
 WHERE q.message_id = c.message_id
 RETURNING m.id, m.content, q.attempts, q.embedding, q.embedder"""
 # Two statements, each with one plan whatever its parameters (they run planned once per
@@ -61,14 +67,14 @@ RETURNING m.id, m.content, q.attempts, q.embedding, q.embedder"""
 # the chat's messages (from the queue's order, a chat's claim behind a large backfill would
 # walk all of it).
 _CLAIM = text(f"""
-WITH c AS (
+WITH {_LAZY}, c AS (
     SELECT q.message_id FROM recall_queue q
     WHERE {_CLAIMABLE} AND q.priority <= :priority
     ORDER BY q.priority, q.enqueued_at LIMIT :n
     FOR UPDATE OF q SKIP LOCKED
 ){_CLAIMED}""")
 _CLAIM_CHAT = text(f"""
-WITH c AS (
+WITH {_LAZY}, c AS (
     SELECT q.message_id FROM messages cm JOIN recall_queue q ON q.message_id = cm.id
     WHERE cm.chat_id = :chat AND cm.position <= :through AND {_CLAIMABLE}
     ORDER BY q.priority, q.enqueued_at LIMIT :n
@@ -81,8 +87,8 @@ WITH c AS (
 # statement's end), then the vectors are written, then the queue rows of what was written are
 # deleted. Rows deleted meanwhile are skipped by the join. A row goes into the HNSW index if its
 # user's rows do (memory/hnsw_membership.py); the rows written are counted after the commit.
-_WRITE = text("""
-WITH m AS MATERIALIZED (
+_WRITE = text(f"""
+WITH {_LAZY}, m AS MATERIALIZED (
     SELECT id, chat_id, content, created_at, position FROM messages
     WHERE id = ANY(CAST(:ids AS uuid[]))
     FOR KEY SHARE
@@ -93,7 +99,7 @@ WITH m AS MATERIALIZED (
            to_tsvector('jin_search', m.content), :embedder, m.created_at, m.position,
            COALESCE(o.ann, false)
     FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, embedding)
-    JOIN m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id
+    CROSS JOIN lazy JOIN m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id
     LEFT JOIN recall_owners o ON o.tenant_id = ch.tenant_id AND o.user_id = ch.user_id
     ON CONFLICT (tenant_id, user_id, message_id) DO UPDATE
         SET embedding = EXCLUDED.embedding, content_tsv = EXCLUDED.content_tsv,

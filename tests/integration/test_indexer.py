@@ -141,6 +141,26 @@ async def test_a_long_messages_vector_stays_in_its_row(
     assert await out_of_line(engine, "message_embeddings") == 0
 
 
+async def test_indexed_rows_are_seen_at_once_and_the_pool_still_commits_durably(
+    engine: AsyncEngine, http: Servers,
+    embedder_server: tuple[FakeOpenAIServer, str],
+) -> None:
+    """The indexer's statements commit without waiting for the disk, each for itself: what
+    they wrote is there for the next reader, and no connection they ran on stays that way."""
+    _, ids = await import_chat(engine, "t", "ana", ["one", "two"])
+    assert await _indexer(engine, embedder_server[1], http).drain_once() == 2
+    assert await _ids(engine, _EMBEDDED) == set(ids)
+    assert await _ids(engine, "SELECT message_id FROM recall_queue") == set()
+    # Every connection the pool holds, at once (the indexer's among them).
+    conns = [await engine.connect() for _ in range(3)]
+    try:
+        modes = {(await c.execute(text("SHOW synchronous_commit"))).scalar_one() for c in conns}
+    finally:
+        for c in conns:
+            await c.close()
+    assert modes == {"on"}
+
+
 async def test_reindex_ends_with_parked_messages_reports_them_and_retries_them_next_time(
     engine: AsyncEngine, database_url: str, embedder_server: tuple[FakeOpenAIServer, str],
 ) -> None:

@@ -58,3 +58,20 @@ def test_the_first_time_turns_recency_off_and_a_moment_measures_it_from_there() 
     assert recency(may_item, at, may) == 1.0 > recency(november_item, at, may)
     assert recency(may_item, NOW, cfg) < recency(november_item, NOW, cfg)  # without the focus
     assert focused("what did I say about Porto?", NOW, cfg) == (NOW, cfg)
+
+
+@pytest.mark.parametrize("question", [
+    "WHAT DID I SAY LAST WEEK", "Two Weeks Ago I said", "Yesterday?", "В МАРТЕ", "У Травні",
+    "Back in 2019", "Earliest mention of Porto", "КОЛИ Я ВПЕРШЕ", "ДВА ТИЖНІ ТОМУ",
+    *(f"in {m.title()}" for m in ("january", "february", "march", "april", "may", "june",
+                                  "july", "august", "september", "october", "november",
+                                  "december")),
+    *(f"в {m}" for m in ("январе", "феврале", "марте", "апреле", "мае", "июне", "июле",
+                         "августе", "сентябре", "октябре", "ноябре", "декабре")),
+    *(f"у {m}" for m in ("січні", "лютому", "березні", "квітні", "травні", "червні", "липні",
+                         "серпні", "вересні", "жовтні", "листопаді", "грудні")),
+])
+def test_a_moment_is_found_whatever_the_case_of_its_words(question: str) -> None:
+    # (The patterns run only on questions that hold one of their words: that look must be as
+    # blind to case as the patterns are.)
+    assert time_focus(question, NOW) is not None
