@@ -14,17 +14,6 @@ have written its answer after the snapshot): the row version seen by the snapsho
 one locked (`xmin`). Every write to a chat's history also writes its row, but two: a running
 step's partial text (under a lease, which this statement requires free) and a summary row (which
 a step racing the compaction may read or not, either way whole).
-
-Its commit does not wait for the disk (`synchronous_commit` off, for this transaction alone):
-what it wrote is visible to every other session at once, as always (the lease holds), and it is
-on disk once the step's end commits, which waits for the disk as before and so flushes the open
-with it (the log is written in order), if Postgres's WAL writer has not flushed it before (it
-does within 3 x `wal_writer_delay`, 0.6 s by default; any durable commit flushes it sooner). A
-database crash in that fraction of a second loses the opened turn whole, not half: the chat is
-as it was before the request, and the client, whose step failed with the database, may send it
-again (its idempotency key is then new to the chat). Waiting for the disk here cost each step a
-flush of the log, 1.5-3 ms on the development machine's disk while the machine was busy
-(bench/HISTORY.md, 2026-12-03).
 """
 
 from __future__ import annotations
@@ -65,16 +54,13 @@ TURN_CTES = """st AS (
 )"""
 
 _OPEN = text(f"""
-WITH lazy AS (  -- this transaction's commit does not wait for the disk (see the module)
-    SELECT set_config('synchronous_commit', 'off', true) AS commit_mode
-), seen AS (
+WITH seen AS (
     SELECT xmin AS version FROM chats WHERE id = :chat AND tenant_id = :t
 ), prev AS (
     SELECT {CHAT_COLUMNS}, lease_step_id, last_position, xmin AS version FROM chats
     WHERE id = :chat AND tenant_id = :t FOR UPDATE
 ), go AS (
     SELECT prev.id FROM prev JOIN seen ON seen.version = prev.version
-    CROSS JOIN lazy  -- (evaluated before anything is written: every write follows `go`)
     WHERE prev.lease_step_id IS NULL
       AND (CAST(:expect AS bigint) IS NULL OR prev.last_position = CAST(:expect AS bigint))
       AND NOT EXISTS (SELECT 1 FROM steps WHERE chat_id = :chat AND idempotency_key = :key)

@@ -133,22 +133,3 @@ async def test_an_answer_saved_while_the_next_step_waits_for_the_chat_is_in_its_
     assert isinstance(opened, Opened)
     assert opened.window.tail[-1].content == "the late answer"
     assert opened.begun.user_message.position > opened.window.tail[-1].position
-
-
-async def test_the_open_is_seen_at_once_and_leaves_the_connection_committing_durably(
-    engine: AsyncEngine,
-) -> None:
-    """The open's commit does not wait for the disk; what it wrote is still visible to every
-    other session at once, and the next statement on its connection waits for the disk again."""
-    chat = await _chat(engine)
-    async with connect(engine) as conn:
-        opened = await open_at_once(conn, _request(chat, fast=True), BUDGET)
-        assert opened is not None
-        assert (await conn.raw.fetchval("SHOW synchronous_commit")) == "on"
-    # Another connection, right away: the lease is taken and the turn is there.
-    async with engine.connect() as other:
-        holder = (await other.execute(text("SELECT lease_step_id FROM chats WHERE id = :c"),
-                                      {"c": chat.id})).scalar_one()
-    assert holder == opened[2].step_id
-    assert [r[:3] for r in (await _rows(engine, chat.id))[-2:]] == [
-        ("user", "question", "complete"), ("assistant", "", "streaming")]
