@@ -12,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.statements import connect, fetch, json_text
+from memory.chat_claims import ChatClaims
 from memory.ports import Alert, Claim, PatternVersion
 from memory.runtime_patterns import L1Sample, Pattern, patterns_from_json, patterns_json
 from memory.runtime_state import State
@@ -47,23 +48,6 @@ _ALERTS = text("""
 SELECT type, l1_version, created_at, detail FROM runtime_memory_alerts
 WHERE chat_id = :c AND tenant_id = :t ORDER BY created_at DESC, l1_version DESC""")
 
-# As L1's claim (memory/runtime_store.py), on its own table: a distillation never holds up a
-# rewrite.
-_CLAIM = text("""
-WITH chat AS (SELECT id FROM chats WHERE id = :c),
-claimed AS (
-    INSERT INTO runtime_pattern_claims (chat_id, holder, expires_at)
-    SELECT id, :h, now() + make_interval(secs => :ttl) FROM chat
-    ON CONFLICT (chat_id) DO UPDATE SET holder = EXCLUDED.holder,
-                                        expires_at = EXCLUDED.expires_at
-    WHERE runtime_pattern_claims.expires_at < now()
-       OR runtime_pattern_claims.holder = EXCLUDED.holder
-    RETURNING holder
-)
-SELECT EXISTS (SELECT 1 FROM chat) AS present, EXISTS (SELECT 1 FROM claimed) AS ours""")
-
-_RELEASE = text("DELETE FROM runtime_pattern_claims WHERE chat_id = :c AND holder = :h")
-
 
 def _json(value: Any) -> Any:
     return orjson.loads(value) if isinstance(value, str | bytes) else value
@@ -84,6 +68,8 @@ def _alert(row: Any) -> Alert:
 class PostgresPatterns:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        # (As L1's claim, on its own table: a distillation never holds up a rewrite.)
+        self._claims = ChatClaims(engine, "runtime_pattern_claims")
 
     async def latest(self, tenant_id: str, chat_id: uuid.UUID) -> PatternVersion | None:
         async with connect(self.engine) as conn:
@@ -125,11 +111,7 @@ class PostgresPatterns:
         return [_alert(r) for r in rows]
 
     async def claim(self, chat_id: uuid.UUID, holder: uuid.UUID, ttl: float) -> Claim:
-        async with connect(self.engine) as conn:
-            rows = await fetch(conn, _CLAIM, {"c": chat_id, "h": holder, "ttl": ttl})
-        row = rows[0]
-        return "gone" if not row["present"] else "claimed" if row["ours"] else "busy"
+        return await self._claims.claim(chat_id, holder, ttl)
 
     async def release(self, chat_id: uuid.UUID, holder: uuid.UUID) -> None:
-        async with connect(self.engine) as conn:
-            await fetch(conn, _RELEASE, {"c": chat_id, "h": holder})
+        await self._claims.release(chat_id, holder)

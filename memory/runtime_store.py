@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.statements import connect, fetch, json_text
+from memory.chat_claims import ChatClaims
 from memory.ports import Claim, RuntimeVersion, RuntimeVersionInfo
 from memory.runtime_prompt import Turn
 from memory.runtime_state import State
@@ -50,22 +51,6 @@ WHERE a.chat_id = :c AND a.kind = 'assistant' AND a.position > :after
   AND s.status <> 'running'
 ORDER BY a.position DESC LIMIT :n""")
 
-# Whether the chat is there, and whether the claim is now ours (free, expired, or ours already).
-_CLAIM = text("""
-WITH chat AS (SELECT id FROM chats WHERE id = :c),
-claimed AS (
-    INSERT INTO runtime_memory_claims (chat_id, holder, expires_at)
-    SELECT id, :h, now() + make_interval(secs => :ttl) FROM chat
-    ON CONFLICT (chat_id) DO UPDATE SET holder = EXCLUDED.holder,
-                                        expires_at = EXCLUDED.expires_at
-    WHERE runtime_memory_claims.expires_at < now()
-       OR runtime_memory_claims.holder = EXCLUDED.holder
-    RETURNING holder
-)
-SELECT EXISTS (SELECT 1 FROM chat) AS present, EXISTS (SELECT 1 FROM claimed) AS ours""")
-
-_RELEASE = text("DELETE FROM runtime_memory_claims WHERE chat_id = :c AND holder = :h")
-
 
 def _json(value: Any) -> Any:
     return orjson.loads(value) if isinstance(value, str | bytes) else value
@@ -82,6 +67,7 @@ def _version(row: Any) -> RuntimeVersion:
 class PostgresRuntimeMemory:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._claims = ChatClaims(engine, "runtime_memory_claims")
 
     async def latest(self, tenant_id: str, chat_id: uuid.UUID) -> RuntimeVersion | None:
         async with connect(self.engine) as conn:
@@ -125,11 +111,7 @@ class PostgresRuntimeMemory:
                      r["error_code"] or r["status"]) for r in reversed(rows)]
 
     async def claim(self, chat_id: uuid.UUID, holder: uuid.UUID, ttl: float) -> Claim:
-        async with connect(self.engine) as conn:
-            rows = await fetch(conn, _CLAIM, {"c": chat_id, "h": holder, "ttl": ttl})
-        row = rows[0]
-        return "gone" if not row["present"] else "claimed" if row["ours"] else "busy"
+        return await self._claims.claim(chat_id, holder, ttl)
 
     async def release(self, chat_id: uuid.UUID, holder: uuid.UUID) -> None:
-        async with connect(self.engine) as conn:
-            await fetch(conn, _RELEASE, {"c": chat_id, "h": holder})
+        await self._claims.release(chat_id, holder)
