@@ -1,28 +1,34 @@
-"""What layered runtime memory costs: helper calls and tokens per 100 turns, the latency it adds
-to `message_end`, its tokens in the prompt against the tail's, and rejections of a junk helper.
+"""What layered runtime memory costs: helper calls and tokens per 100 turns (L1, L2, L3), the
+latency it adds to `message_end`, its tokens in the prompt against the tail's, and rejections of
+a junk helper.
 
     .venv/bin/python bench/layered_memory.py [--chats 5] [--turns 20] [--chunks 20]
-        [--chunk-delay 0.01]
+        [--chunk-delay 0.01] [--control]
 
-Two `jin serve` workers on one Postgres, one with L1 runtime memory on and one with it off,
-stepped in turn: each turn of each chat goes to a chat on either worker, so both meet the
-machine alike. One fake model serves every role (in this process: it counts what it was asked).
-The brain streams `--chunks` chunks `--chunk-delay` s apart, a model's pace; the helper answers
-an L1 rewrite as a helper model would: the previous state kept, and a line for the new turn
-(the user's first words), at most 12 lines. The turns are a synthetic conversation: a user
-telling about themselves, their plans and their questions.
+Two `jin serve` workers on one Postgres, one with the layers on (L1, L2 with JIN's default rule,
+L3 snapshots) and one with them off, stepped in turn: each turn of each chat goes to a chat on
+either worker, so both meet the machine alike. One fake model serves every role (in this
+process: it counts what it was asked). The brain streams `--chunks` chunks `--chunk-delay` s
+apart, a model's pace; the helper answers as a helper model would: an L1 rewrite keeps the
+previous state and adds a line for the new turn (at most 12 lines); an L2 distillation names one
+pattern with a quote of the user's first message in its window; an L3 digest restates the
+state's first lines. The turns are a synthetic conversation: a user telling about themselves,
+their plans and their questions. At the end each chat on the layered worker saves one snapshot
+(`POST /v1/chats/{id}/snapshots`).
 
 Printed:
-- helper calls and helper tokens per 100 turns (prompt tokens counted with cl100k, as jin counts
-  its prompts; the answer's too), L1 only: L2 and L3 are not built yet;
-- the time to `message_end` at the client, p50 and p95, L1 on and off, and their ratio (the
-  update runs after `message_end`: the target is no difference);
-- how often the update reached the step's own stream (before `step_end`);
-- the prompt's L1 tokens (the `runtime_memory` section of the `context` event) against the
-  tail's, per turn, at the end of the chats;
+- helper calls and helper tokens per 100 turns for L1, L2 and L3 (prompt tokens counted with
+  cl100k, as jin counts its prompts; the answer's too);
+- the time to `message_end` at the client, p50 and p95, layers on and off, and their ratio (the
+  updates run after `message_end`: the target is no difference);
+- how often the L1 update reached the step's own stream (before `step_end`);
+- the prompt's L1 and L2 tokens (the `runtime_memory` and `runtime_patterns` sections of the
+  `context` event) against the tail's, at some turns;
 - then the same turns with a helper that answers junk (a truncated line): the rejections
-  counted by `jin_runtime_memory_rejections_total`, by reason.
-Figures only: it never passes or fails.
+  counted by `jin_runtime_memory_rejections_total` and `jin_runtime_patterns_rejections_total`,
+  by reason.
+`--control` runs both workers with the layers off: the ratio's noise. Figures only: it never
+passes or fails.
 """
 
 from __future__ import annotations
@@ -46,7 +52,9 @@ import httpx  # noqa: E402
 from bench.harness import database, jin_worker  # noqa: E402
 from llm.testing import FakeOpenAIServer, Reply  # noqa: E402
 from llm.tokens import TiktokenCounter  # noqa: E402
-from memory.runtime_prompt import HELPER_SYSTEM  # noqa: E402
+from memory.pattern_prompt import HELPER_SYSTEM as L2_SYSTEM  # noqa: E402
+from memory.runtime_prompt import HELPER_SYSTEM as L1_SYSTEM  # noqa: E402
+from memory.session_digest import DIGEST_SYSTEM as L3_SYSTEM  # noqa: E402
 
 SSE = {"accept": "text/event-stream"}
 NAMES = ["Ann", "Bo", "Chen", "Dara", "Eli", "Fay", "Gus"]
@@ -72,21 +80,30 @@ def saying(rng: random.Random, name: str) -> str:
     return text.format(name=name, **{k: rng.choice(v) for k, v in FILL.items()})
 
 
+LAYERS = {"L1": L1_SYSTEM, "L2": L2_SYSTEM, "L3": L3_SYSTEM}
+
+
+def layer_of(messages: list[dict[str, Any]]) -> str | None:
+    first = messages[0].get("content") if messages else None
+    return next((name for name, system in LAYERS.items() if first == system), None)
+
+
 class HelperStandIn:
-    """The helper's answer to an L1 rewrite (None for anything else: the fake's echo), and
-    every answer it gave."""
+    """The helper's answer to a layer's request (None for anything else: the fake's echo), and
+    every answer it gave, by layer."""
 
     def __init__(self, junk: bool) -> None:
         self.junk = junk
-        self.answers: list[str] = []
+        self.answers: dict[str, list[str]] = {name: [] for name in LAYERS}
 
     def __call__(self, messages: list[dict[str, Any]]) -> Reply | None:
-        if not messages or messages[0].get("content") != HELPER_SYSTEM:
+        layer = layer_of(messages)
+        if layer is None:
             return None
+        prompt = str(messages[-1].get("content", ""))
         if self.junk:  # cut off mid-line, as a helper that hit its token limit
             answer = "user_name: Ann\ncurrent_task: plan a trip to ("
-        else:
-            prompt = str(messages[-1].get("content", ""))
+        elif layer == "L1":
             state = prompt.split("Current state:\n", 1)[-1].split("\n\n", 1)[0]
             lines = [] if state.strip() == "(none)" else state.splitlines()
             for line in prompt.splitlines():
@@ -94,7 +111,14 @@ class HelperStandIn:
                     words = [w.strip(",.?!").lower() for w in line[6:].split()][:6]
                     lines.append(f"turn_{len(lines) + 1}_said: {' '.join(words)}")
             answer = "\n".join(lines[-12:])
-        self.answers.append(answer)
+        elif layer == "L2":
+            said = prompt.split("User messages:\n", 1)[-1].split("\n", 1)[0]
+            quote = " ".join(said.split(". ", 1)[-1].split()[:5])
+            answer = f'repetition | medium | the user comes back to a subject | "{quote}"'
+        else:
+            notes = prompt.split("Running notes:\n", 1)[-1].split("\n\n", 1)[0]
+            answer = "The session so far: " + "; ".join(notes.splitlines()[:3]) + "."
+        self.answers[layer].append(answer)
         return Reply([answer])
 
 
@@ -125,12 +149,15 @@ async def step(client: httpx.AsyncClient, chat_id: str, text: str) -> dict[str, 
     return out
 
 
-async def conversation(urls: dict[str, str], chats: int, turns: int) -> dict[str, list[dict]]:
+async def conversation(urls: dict[str, str], chats: int, turns: int
+                       ) -> tuple[dict[str, list[dict]], int]:
+    """Each turn of each chat on both workers; then a snapshot of each of the first worker's
+    chats (the number saved)."""
     rng = random.Random(11)
     seen: dict[str, list[dict]] = {name: [] for name in urls}
     clients = {name: httpx.AsyncClient(base_url=url, timeout=120) for name, url in urls.items()}
     try:
-        ids = {name: [] for name in urls}
+        ids: dict[str, list[str]] = {name: [] for name in urls}
         for c in range(chats):
             for name, client in clients.items():
                 r = await client.post("/v1/chats", json={"user_id": f"user-{c}"})
@@ -143,19 +170,25 @@ async def conversation(urls: dict[str, str], chats: int, turns: int) -> dict[str
                     result = await step(clients[name], ids[name][c], text)
                     result["turn"] = t
                     seen[name].append(result)
+        saved = 0
+        for chat in ids["on"]:
+            r = await clients["on"].post(f"/v1/chats/{chat}/snapshots", json={})
+            saved += r.status_code == 201
     finally:
         for client in clients.values():
             await client.aclose()
-    return seen
+    return seen, saved
 
 
 def rejections(url: str) -> Counter[str]:
     text = httpx.get(f"{url}/metrics").text
     out: Counter[str] = Counter()
     for line in text.splitlines():
-        if line.startswith("jin_runtime_memory_rejections_total{"):
-            reason = line.split('reason="', 1)[1].split('"', 1)[0]
-            out[reason] += int(float(line.rsplit(" ", 1)[1]))
+        for layer, metric in (("L1", "jin_runtime_memory_rejections_total{"),
+                              ("L2", "jin_runtime_patterns_rejections_total{")):
+            if line.startswith(metric):
+                reason = line.split('reason="', 1)[1].split('"', 1)[0]
+                out[f"{layer} {reason}"] += int(float(line.rsplit(" ", 1)[1]))
     return out
 
 
@@ -171,40 +204,47 @@ def run(args: argparse.Namespace, junk: bool) -> None:
             first = "false" if args.control else "true"  # the control: both off
             urls = {"on": jin_worker(stack, db, model_url, JIN_RUNTIME_MEMORY=first),
                     "off": jin_worker(stack, db, model_url, JIN_RUNTIME_MEMORY="false")}
-            seen = asyncio.run(conversation(urls, args.chats, args.turns))
+            seen, saved = asyncio.run(conversation(urls, args.chats, args.turns))
             rejected = rejections(urls["on"])
     finally:
         fake.stop()
-    l1 = [b for b in fake.requests if b["messages"][0].get("content") == HELPER_SYSTEM]
+    calls = {name: [b for b in fake.requests if layer_of(b["messages"]) == name]
+             for name in LAYERS}
     turns = len(seen["on"])
     if junk:
-        print(f"\njunk helper: {len(l1)} L1 calls over {turns} turns, rejected: "
-              f"{dict(rejected) or 'none'} ({sum(rejected.values())} of {len(l1)})")
+        print(f"\njunk helper over {turns} turns: L1 {len(calls['L1'])} calls, L2 "
+              f"{len(calls['L2'])}, L3 {len(calls['L3'])}; rejected: "
+              f"{dict(rejected) or 'none'}; snapshots saved: {saved} of {args.chats} (a "
+              f"chat whose L1 kept no line has nothing to save: 409 snapshot_empty)")
         return
-    prompt_tokens = sum(sum(counter.count(str(m.get("content", ""))) for m in b["messages"])
-                        for b in l1)
-    answer_tokens = sum(counter.count(a) for a in helper.answers)
     per100 = 100 / turns
     print(f"{args.chats} chats x {args.turns} turns on each worker; the brain streams "
-          f"{args.chunks} chunks {args.chunk_delay * 1000:.0f} ms apart\n")
-    print(f"helper, L1: {len(l1) * per100:.0f} calls per 100 turns, "
-          f"{prompt_tokens * per100:,.0f} prompt tokens and {answer_tokens * per100:,.0f} "
-          f"answer tokens per 100 turns ({prompt_tokens / max(len(l1), 1):.0f} + "
-          f"{answer_tokens / max(len(l1), 1):.0f} a call); L2, L3: not built")
+          f"{args.chunks} chunks {args.chunk_delay * 1000:.0f} ms apart; then one snapshot of "
+          f"each chat ({saved} saved)\n")
+    print("helper, per 100 turns: layer | calls | prompt tokens | answer tokens (a call)")
+    for name, asked in calls.items():
+        prompt = sum(sum(counter.count(str(m.get("content", ""))) for m in b["messages"])
+                     for b in asked)
+        answer = sum(counter.count(a) for a in helper.answers[name])
+        n = max(len(asked), 1)
+        print(f"{name:>5} | {len(asked) * per100:5.1f} | {prompt * per100:13,.0f} | "
+              f"{answer * per100:13,.0f} ({prompt / n:.0f} + {answer / n:.0f})")
     on = [r["message_end_ms"] for r in seen["on"]]
     off = [r["message_end_ms"] for r in seen["off"]]
-    print(f"time to message_end, p50 / p95: L1 on {statistics.median(on):.1f} / "
+    print(f"\ntime to message_end, p50 / p95: layers on {statistics.median(on):.1f} / "
           f"{pct(on, 0.95):.1f} ms, off {statistics.median(off):.1f} / {pct(off, 0.95):.1f} ms "
           f"(on / off {statistics.median(on) / statistics.median(off):.2f}x)")
     updates = sum(r["update"] for r in seen["on"])
-    print(f"the update on the step's own stream: {updates} of {turns} steps")
-    print("\nprompt tokens per turn, L1 on (means over the chats): turn | runtime_memory | tail")
+    print(f"the L1 update on the step's own stream: {updates} of {turns} steps")
+    print("\nprompt tokens, layers on (means over the chats): turn | runtime_memory | "
+          "runtime_patterns | tail")
     for t in sorted({r["turn"] for r in seen["on"]}):
         rows = [r["sections"] for r in seen["on"] if r["turn"] == t]
         if t in (0, 1, 4, 9, args.turns - 1):
-            l1_tokens = statistics.mean(s.get("runtime_memory", 0) for s in rows)
+            l1 = statistics.mean(s.get("runtime_memory", 0) for s in rows)
+            l2 = statistics.mean(s.get("runtime_patterns", 0) for s in rows)
             tail = statistics.mean(s.get("tail", 0) for s in rows)
-            print(f"{t + 1:>5} | {l1_tokens:>14.0f} | {tail:>5.0f}")
+            print(f"{t + 1:>5} | {l1:>14.0f} | {l2:>16.0f} | {tail:>5.0f}")
 
 
 def main() -> None:
@@ -214,7 +254,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--chunk-delay", type=float, default=0.01)
     parser.add_argument("--control", action="store_true",
-                        help="both workers with L1 off: what the on/off ratio is without L1")
+                        help="both workers with the layers off: the on/off ratio's noise")
     args = parser.parse_args()
     run(args, junk=False)
     if not args.control:

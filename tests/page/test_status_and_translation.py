@@ -119,3 +119,4 @@ async def test_the_inspector_shows_the_translators_text_and_the_system_prompt(
     system = view.locator(".section[data-name='system']")
     await system.get_by_role("button", name="text").click()
     await expect(system.locator(".section-text pre").first).to_have_text(first["content"])
+

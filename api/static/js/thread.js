@@ -65,6 +65,7 @@ export class MessageView {
     this.body = node.querySelector(".body");
     this.text = "";
     this.reasoning = "";
+    this.brain = "";  // the brain's own words, when its answer is translated back
     this.pending = false;
   }
 
@@ -75,6 +76,7 @@ export class MessageView {
   fill(row, onRetry) {
     this.text = row.content;
     this.reasoning = row.reasoning || "";
+    this.brain = row.meta?.answer_translation?.source || "";
     for (const action of row.meta?.actions || []) this.action(action);
     this.draw();
     if (row.status === "failed") this.error("failed", "the answer failed", onRetry);
@@ -85,6 +87,12 @@ export class MessageView {
 
   addThinking(chunk) {
     this.reasoning += chunk;
+    this.schedule();
+  }
+
+  // JIN_TRANSLATE_ANSWER: the brain's words stream first; the translation is the message.
+  addBrain(chunk) {
+    this.brain += chunk;
     this.schedule();
   }
 
@@ -110,10 +118,13 @@ export class MessageView {
     const stick = atBottom(this.node.parentElement);
     if (this.reasoning) this.reasoningBlock().querySelector(".reasoning-text").textContent =
       this.reasoning;
+    if (this.brain) this.brainBlock().querySelector(".brain-text").textContent = this.brain;
     if (this.text || this.body.querySelector(".content")) {
       this.contentBlock().replaceChildren(renderMarkdown(this.text));
-      const thinking = this.body.querySelector("details.reasoning[data-live]");
-      if (thinking) { thinking.open = false; delete thinking.dataset.live; }
+      for (const live of this.body.querySelectorAll("details[data-live]")) {
+        live.open = false;
+        delete live.dataset.live;
+      }
     }
     if (stick) toBottom(this.node.parentElement);
     stats.renders++;
@@ -121,12 +132,26 @@ export class MessageView {
   }
 
   reasoningBlock() {
-    let block = this.body.querySelector(".reasoning");
+    let block = this.body.querySelector(".reasoning:not(.brain)");
     if (!block) {
       const live = this.node.dataset.live !== undefined && !this.text;
       block = h("details", { class: "reasoning", open: live, dataset: live ? { live: "" } : {} },
         h("summary", {}, "reasoning"), h("div", { class: "reasoning-text" }));
       this.body.prepend(block);
+    }
+    return block;
+  }
+
+  // Open while the brain writes (the translation comes once it is done), folded after.
+  brainBlock() {
+    let block = this.body.querySelector(".brain");
+    if (!block) {
+      const live = this.node.dataset.live !== undefined && !this.text;
+      const mark = live ? { live: "" } : {};
+      block = h("details", { class: "reasoning brain", open: live, dataset: mark },
+        h("summary", {}, "the brain's answer, before its translation"),
+        h("div", { class: "reasoning-text brain-text" }));
+      this.body.insertBefore(block, this.body.querySelector(".content, .error, .note"));
     }
     return block;
   }

@@ -42,6 +42,7 @@ export class Turn {
       context(d) { this.onContext(d); },
       message_start(d) { this.view().node.dataset.id = d.message_id; },
       thinking_chunk(d) { this.view().addThinking(d.chunk); },
+      brain_chunk(d) { this.view().addBrain(d.chunk); },
       message_chunk(d) { this.view().addChunk(d.chunk); },
       runtime_action(d) { this.actions++; this.view().action(d); },
       message_error(d) {
