@@ -24,9 +24,9 @@ Printed:
 - how often the L1 update reached the step's own stream (before `step_end`);
 - the prompt's L1 and L2 tokens (the `runtime_memory` and `runtime_patterns` sections of the
   `context` event) against the tail's, at some turns;
-- then the same turns with a helper that answers junk (a truncated line): the rejections
-  counted by `jin_runtime_memory_rejections_total` and `jin_runtime_patterns_rejections_total`,
-  by reason.
+- then the same turns with a helper that answers junk (a line cut off), for L1, then for L2
+  and L3: the rejections counted by `jin_runtime_memory_rejections_total` and
+  `jin_runtime_patterns_rejections_total`, by reason, and how the snapshots fared.
 `--control` runs both workers with the layers off: the ratio's noise. Figures only: it never
 passes or fails.
 """
@@ -92,8 +92,8 @@ class HelperStandIn:
     """The helper's answer to a layer's request (None for anything else: the fake's echo), and
     every answer it gave, by layer."""
 
-    def __init__(self, junk: bool) -> None:
-        self.junk = junk
+    def __init__(self, junk: frozenset[str]) -> None:
+        self.junk = junk  # the layers it answers junk
         self.answers: dict[str, list[str]] = {name: [] for name in LAYERS}
 
     def __call__(self, messages: list[dict[str, Any]]) -> Reply | None:
@@ -101,7 +101,9 @@ class HelperStandIn:
         if layer is None:
             return None
         prompt = str(messages[-1].get("content", ""))
-        if self.junk:  # cut off mid-line, as a helper that hit its token limit
+        if layer in self.junk and layer == "L3":
+            answer = ""  # a digest that says nothing
+        elif layer in self.junk:  # cut off mid-line, as a helper that hit its token limit
             answer = "user_name: Ann\ncurrent_task: plan a trip to ("
         elif layer == "L1":
             state = prompt.split("Current state:\n", 1)[-1].split("\n\n", 1)[0]
@@ -150,9 +152,9 @@ async def step(client: httpx.AsyncClient, chat_id: str, text: str) -> dict[str, 
 
 
 async def conversation(urls: dict[str, str], chats: int, turns: int
-                       ) -> tuple[dict[str, list[dict]], int]:
+                       ) -> tuple[dict[str, list[dict]], int, int]:
     """Each turn of each chat on both workers; then a snapshot of each of the first worker's
-    chats (the number saved)."""
+    chats (the number saved, and of those with jin's own digest)."""
     rng = random.Random(11)
     seen: dict[str, list[dict]] = {name: [] for name in urls}
     clients = {name: httpx.AsyncClient(base_url=url, timeout=120) for name, url in urls.items()}
@@ -170,14 +172,15 @@ async def conversation(urls: dict[str, str], chats: int, turns: int
                     result = await step(clients[name], ids[name][c], text)
                     result["turn"] = t
                     seen[name].append(result)
-        saved = 0
+        saved = fallback = 0
         for chat in ids["on"]:
             r = await clients["on"].post(f"/v1/chats/{chat}/snapshots", json={})
             saved += r.status_code == 201
+            fallback += r.status_code == 201 and r.json()["digest_source"] == "fallback"
     finally:
         for client in clients.values():
             await client.aclose()
-    return seen, saved
+    return seen, saved, fallback
 
 
 def rejections(url: str) -> Counter[str]:
@@ -192,7 +195,7 @@ def rejections(url: str) -> Counter[str]:
     return out
 
 
-def run(args: argparse.Namespace, junk: bool) -> None:
+def run(args: argparse.Namespace, junk: frozenset[str] = frozenset()) -> None:
     counter = TiktokenCounter()
     helper = HelperStandIn(junk)
     fake = FakeOpenAIServer(echo_chunks=args.chunks, echo_chunk_delay=args.chunk_delay,
@@ -204,7 +207,7 @@ def run(args: argparse.Namespace, junk: bool) -> None:
             first = "false" if args.control else "true"  # the control: both off
             urls = {"on": jin_worker(stack, db, model_url, JIN_RUNTIME_MEMORY=first),
                     "off": jin_worker(stack, db, model_url, JIN_RUNTIME_MEMORY="false")}
-            seen, saved = asyncio.run(conversation(urls, args.chats, args.turns))
+            seen, saved, fallback = asyncio.run(conversation(urls, args.chats, args.turns))
             rejected = rejections(urls["on"])
     finally:
         fake.stop()
@@ -212,10 +215,12 @@ def run(args: argparse.Namespace, junk: bool) -> None:
              for name in LAYERS}
     turns = len(seen["on"])
     if junk:
-        print(f"\njunk helper over {turns} turns: L1 {len(calls['L1'])} calls, L2 "
+        print(f"\na helper answering junk for {', '.join(sorted(junk))}, over {turns} turns: "
+              f"L1 {len(calls['L1'])} calls, L2 "
               f"{len(calls['L2'])}, L3 {len(calls['L3'])}; rejected: "
-              f"{dict(rejected) or 'none'}; snapshots saved: {saved} of {args.chats} (a "
-              f"chat whose L1 kept no line has nothing to save: 409 snapshot_empty)")
+              f"{dict(rejected) or 'none'}; snapshots saved: {saved} of {args.chats}, "
+              f"{fallback} with the digest jin writes from the L1 lines (a chat whose L1 kept "
+              f"no line has nothing to save: 409 snapshot_empty)")
         return
     per100 = 100 / turns
     print(f"{args.chats} chats x {args.turns} turns on each worker; the brain streams "
@@ -256,9 +261,10 @@ def main() -> None:
     parser.add_argument("--control", action="store_true",
                         help="both workers with the layers off: the on/off ratio's noise")
     args = parser.parse_args()
-    run(args, junk=False)
+    run(args)
     if not args.control:
-        run(args, junk=True)
+        run(args, junk=frozenset({"L1"}))
+        run(args, junk=frozenset({"L2", "L3"}))
 
 
 if __name__ == "__main__":
