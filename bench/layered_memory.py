@@ -52,6 +52,7 @@ import httpx  # noqa: E402
 from bench.harness import database, jin_worker  # noqa: E402
 from llm.testing import FakeOpenAIServer, Reply  # noqa: E402
 from llm.tokens import TiktokenCounter  # noqa: E402
+from memory.events.schema import load_schemas  # noqa: E402
 from memory.pattern_prompt import HELPER_SYSTEM as L2_SYSTEM  # noqa: E402
 from memory.runtime_prompt import HELPER_SYSTEM as L1_SYSTEM  # noqa: E402
 from memory.session_digest import DIGEST_SYSTEM as L3_SYSTEM  # noqa: E402
@@ -81,10 +82,14 @@ def saying(rng: random.Random, name: str) -> str:
 
 
 LAYERS = {"L1": L1_SYSTEM, "L2": L2_SYSTEM, "L3": L3_SYSTEM}
+EXTRACTION = "You extract memory from a conversation"  # memory/events/prompt.py, its start
 
 
 def layer_of(messages: list[dict[str, Any]]) -> str | None:
+    """Which layer's request this is (`events` for an extraction), None for the brain's."""
     first = messages[0].get("content") if messages else None
+    if isinstance(first, str) and first.startswith(EXTRACTION):
+        return "events"
     return next((name for name, system in LAYERS.items() if first == system), None)
 
 
@@ -94,7 +99,7 @@ class HelperStandIn:
 
     def __init__(self, junk: frozenset[str]) -> None:
         self.junk = junk  # the layers it answers junk
-        self.answers: dict[str, list[str]] = {name: [] for name in LAYERS}
+        self.answers: dict[str, list[str]] = {name: [] for name in [*LAYERS, "events"]}
 
     def __call__(self, messages: list[dict[str, Any]]) -> Reply | None:
         layer = layer_of(messages)
@@ -113,6 +118,12 @@ class HelperStandIn:
                     words = [w.strip(",.?!").lower() for w in line[6:].split()][:6]
                     lines.append(f"turn_{len(lines) + 1}_said: {' '.join(words)}")
             answer = "\n".join(lines[-12:])
+        elif layer == "events":  # one event of the batch's first turns
+            answer = json.dumps({
+                "segments": [{"start": 0, "end": 1, "topic": "plans"}],
+                "events": [{"type": "profile_fact", "topic": "plans",
+                            "properties": {"attribute": "plan", "value": "a trip"}}],
+                "entities": []})
         elif layer == "L2":
             said = prompt.split("User messages:\n", 1)[-1].split("\n", 1)[0]
             quote = " ".join(said.split(". ", 1)[-1].split()[:5])
@@ -172,6 +183,11 @@ async def conversation(urls: dict[str, str], chats: int, turns: int
                     result = await step(clients[name], ids[name][c], text)
                     result["turn"] = t
                     seen[name].append(result)
+        for _ in range(600):  # the last batches' extraction, in the background
+            status = (await clients["on"].get("/v1/status")).json()["memory"]
+            if not status.get("extraction", {}).get("pending"):
+                break
+            await asyncio.sleep(0.1)
         saved = fallback = 0
         for chat in ids["on"]:
             r = await clients["on"].post(f"/v1/chats/{chat}/snapshots", json={})
@@ -205,14 +221,15 @@ def run(args: argparse.Namespace, junk: frozenset[str] = frozenset()) -> None:
         with ExitStack() as stack:
             db = database(stack)
             first = "false" if args.control else "true"  # the control: both off
-            urls = {"on": jin_worker(stack, db, model_url, JIN_RUNTIME_MEMORY=first),
+            urls = {"on": jin_worker(stack, db, model_url, JIN_RUNTIME_MEMORY=first,
+                                     JIN_EVENTS_ENABLED=first),
                     "off": jin_worker(stack, db, model_url, JIN_RUNTIME_MEMORY="false")}
             seen, saved, fallback = asyncio.run(conversation(urls, args.chats, args.turns))
             rejected = rejections(urls["on"])
     finally:
         fake.stop()
     calls = {name: [b for b in fake.requests if layer_of(b["messages"]) == name]
-             for name in LAYERS}
+             for name in [*LAYERS, "events"]}
     turns = len(seen["on"])
     if junk:
         print(f"\na helper answering junk for {', '.join(sorted(junk))}, over {turns} turns: "
@@ -232,8 +249,13 @@ def run(args: argparse.Namespace, junk: frozenset[str] = frozenset()) -> None:
                      for b in asked)
         answer = sum(counter.count(a) for a in helper.answers[name])
         n = max(len(asked), 1)
-        print(f"{name:>5} | {len(asked) * per100:5.1f} | {prompt * per100:13,.0f} | "
+        print(f"{name:>6} | {len(asked) * per100:5.1f} | {prompt * per100:13,.0f} | "
               f"{answer * per100:13,.0f} ({prompt / n:.0f} + {answer / n:.0f})")
+    schemas = load_schemas()
+    kinds = len(schemas.events) + len(schemas.entities)
+    print(f"events: one call a batch for every schema ({len(schemas.events)} event types, "
+          f"{len(schemas.entities)} entity types); one call per schema would be "
+          f"{len(calls['events']) * kinds * per100:.0f} per 100 turns")
     on = [r["message_end_ms"] for r in seen["on"]]
     off = [r["message_end_ms"] for r in seen["off"]]
     print(f"\ntime to message_end, p50 / p95: layers on {statistics.median(on):.1f} / "
