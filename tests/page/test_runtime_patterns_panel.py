@@ -27,8 +27,13 @@ async def say(page: Page, model: FakeOpenAIServer, helper: FakeOpenAIServer, tex
     helper.push(Reply([state]))
     if patterns is not None:
         helper.push(Reply([patterns]))
+    answers = page.locator(".msg.assistant .content")
+    before = await answers.count()
     await page.locator("#input").fill(text)
     await page.locator("#input").press("Enter")
+    # (The send button reads "send" before the step starts too: wait for this step's answer.)
+    await expect(answers).to_have_count(before + 1)
+    await expect(answers.last).to_have_text("OK.")
     await expect(page.locator("#send")).to_have_text("send")
 
 
