@@ -41,6 +41,7 @@ from memory.runtime_state import (
 )
 from orchestrator.context import PromptPlan, with_runtime_memory
 from orchestrator.events import RuntimeMemoryUpdate
+from orchestrator.late_events import tell, wait_or_publish
 
 log = logging.getLogger("jin.runtime_memory")
 
@@ -109,27 +110,15 @@ class RuntimeMemory:
     ) -> RuntimeMemoryUpdate | None:
         """The update if it ends within `wait` seconds (the configured wait unless given); else
         None, and it is published when it ends."""
-        wait = self.config.wait if wait is None else wait
-        done, _ = (await asyncio.wait({task}, timeout=wait)) if wait > 0 else (set(), set())
-        if done:
-            return task.result()
-        task.add_done_callback(self._publish_when_done)
-        return None
-
-    def _publish_when_done(self, task: asyncio.Task[RuntimeMemoryUpdate | None]) -> None:
-        if not task.cancelled() and task.exception() is None and (event := task.result()):
-            self.publish(event)
+        return await wait_or_publish(task, self.config.wait if wait is None else wait,
+                                     self.publish)
 
     def publish(self, event: RuntimeMemoryUpdate) -> None:
         """The one place an update that outlived its step leaves: to every listener (the
         WebSocket fan-out of the chat); the next `context` shows it anyway."""
         log.info("runtime memory of chat %s at version %d after its step", event.chat_id,
                  event.version)
-        for listener in list(self.listeners):
-            try:
-                listener(event)
-            except Exception:  # one listener's bug must not keep the others from hearing
-                log.exception("a runtime memory listener failed")
+        tell(self.listeners, event, log, "runtime memory")
 
     async def bring_up_to_date(
         self, chat: Chat, hint: tuple[int, str] | None = None

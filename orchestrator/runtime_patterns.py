@@ -49,6 +49,7 @@ from memory.runtime_patterns import (
 )
 from orchestrator.context import PromptPlan, with_runtime_patterns
 from orchestrator.events import RuntimeMemoryUpdate, RuntimePatternsUpdate
+from orchestrator.late_events import tell, wait_or_publish
 
 log = logging.getLogger("jin.runtime_patterns")
 
@@ -133,26 +134,14 @@ class RuntimePatterns:
                        wait: float | None = None) -> RuntimePatternsUpdate | None:
         """The pass's event if it ends within `wait` seconds (the configured wait unless
         given); else None, and it is published when it ends."""
-        wait = self.config.wait if wait is None else wait
-        done, _ = (await asyncio.wait({task}, timeout=wait)) if wait > 0 else (set(), set())
-        if done:
-            return task.result()
-        task.add_done_callback(self._publish_when_done)
-        return None
-
-    def _publish_when_done(self, task: asyncio.Task[RuntimePatternsUpdate | None]) -> None:
-        if not task.cancelled() and task.exception() is None and (event := task.result()):
-            self.publish(event)
+        return await wait_or_publish(task, self.config.wait if wait is None else wait,
+                                     self.publish)
 
     def publish(self, event: RuntimePatternsUpdate) -> None:
         """An event that outlived its step, to every listener."""
         log.info("L2 patterns of chat %s at version %d after its step", event.chat_id,
                  event.version)
-        for listener in list(self.listeners):
-            try:
-                listener(event)
-            except Exception:  # one listener's bug must not keep the others from hearing
-                log.exception("an L2 patterns listener failed")
+        tell(self.listeners, event, log, "L2 patterns")
 
     async def bring_up_to_date(self, chat: Chat) -> RuntimePatternsUpdate | None:
         """Record the alerts and distil the patterns the chat is due; the event, or None when
