@@ -388,6 +388,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             config=settings.snapshot_config(),
             runtime=l1,
             patterns=l2.for_snapshot if l2 is not None else None,  # L1 -> (L2) -> L3
+            on_saved=lambda s: meter.snapshots.labels(s.via, s.digest_source).inc(),
         ) if l1 is not None and settings.session_snapshots else None
         deps = StepDeps(
             chats=chats,

@@ -76,6 +76,10 @@ class Metrics:
         self.runtime_memory_alerts = Counter(
             "jin_runtime_memory_alerts", "Alerts L2 recorded about L1 (stale_l1), by type",
             ["type"], registry=r)
+        self.snapshots = Counter(
+            "jin_snapshots", "L3 session snapshots saved, by how (route, tool_call, marker) and "
+            "who wrote the digest (helper, or fallback: jin, from the L1 lines)",
+            ["via", "digest"], registry=r)
         self.extraction_batches = Counter(
             "jin_extraction_batches", "Batches of turns extracted, by result: kept (something "
             "was), empty (content, yet nothing kept), filler (no helper call)", ["result"],

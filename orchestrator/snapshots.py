@@ -77,6 +77,7 @@ class SessionSnapshots:
     config: SnapshotConfig
     runtime: RuntimeMemory | None = None  # brings the L1 up to date before a save
     patterns: Patterns | None = None  # L2, where a deployment has it
+    on_saved: Callable[[Snapshot], None] = lambda _snapshot: None  # metrics
 
     async def save(self, chat: Chat, title: str, via: str) -> Snapshot:
         """Snapshot the chat's session as the user's. NothingToSave, SnapshotLimit; a helper
@@ -107,6 +108,7 @@ class SessionSnapshots:
                                 "delete one first")
         log.info("chat %s: snapshot %s saved (%s, digest by %s)", chat.id, saved.id, via,
                  saved.digest_source)
+        self.on_saved(saved)
         return saved
 
     async def _digest(self, title: str, l1: State, l2_text: str | None) -> tuple[

@@ -107,6 +107,11 @@ async def status(runtime: RuntimeDep) -> dict[str, Any]:
     # (never silent: OpenViking #4580), items kept and dropped, batches waiting, given up.
     memory["extraction"] = ({"enabled": True, **await runtime.extractor.store.counts()}
                             if runtime.extractor is not None else {"enabled": False})
+    # The runtime layers on in this deployment (L1 and event extraction follow the helper
+    # unless set: docs/configuration.md).
+    memory["runtime"] = {"l1": deps.runtime_memory is not None,
+                         "l2": deps.runtime_patterns is not None,
+                         "l3": deps.snapshots is not None}
     return {
         "version": "0.1.0",
         "roles": roles,

@@ -297,7 +297,8 @@ async def test_status_reports_memory_and_the_tools_can_be_turned_off(
         memory = (await c.get("/v1/status")).json()["memory"]
         assert memory == {"enabled": True, "problem": None, "recall": "hybrid", "tools": False,
                           "index_queue": 0, "index_parked": 0,
-                          "extraction": {"enabled": False}}  # (the fixtures' default)
+                          "extraction": {"enabled": False},  # (the fixtures' default)
+                          "runtime": {"l1": False, "l2": False, "l3": False}}
         chat_id = await new_chat(c)
         model.push(Reply(["ok"]))
         await stream_step(c, chat_id, "hello")

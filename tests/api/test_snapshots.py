@@ -122,6 +122,8 @@ async def test_with_l2_on_a_snapshot_is_built_l1_then_l2_then_l3(
     base = jin_factory(**L1, l2_enabled=True, l2_wait_s=10, l2_min_turns=2,
                        l2_min_l1_versions=1, l2_min_key_repeats=1)
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        runtime = (await client.get("/v1/status")).json()["memory"]["runtime"]
+        assert runtime == {"l1": True, "l2": True, "l3": True}
         chat = await new_chat(client)
         await turn(client, model, helper, chat, "I'm Ann, planning Rome in May", "Lovely!",
                    "!user_name: Ann\ncurrent_task: plan a trip to Rome in May")
@@ -160,6 +162,9 @@ async def test_a_failing_or_cut_off_helper_still_saves_with_a_digest_of_the_l1_l
     cut = await save(client, chat, title="Rome again")
     assert (cut["digest_source"], cut["digest_error"]) == ("fallback", "truncated")
     assert len(await listed(client)) == 2
+    counted = [line for line in (await client.get("/metrics")).text.splitlines()
+               if line.startswith("jin_snapshots_total{")]
+    assert counted == ['jin_snapshots_total{digest="fallback",via="route"} 2.0']
 
 
 async def test_the_brain_saves_the_session_by_a_tool_call_and_reads_the_snapshot_id(
