@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 from chat.ports import ChatStore
 from chat.types import MESSAGE_OVERHEAD, Chat, Message
+from llm.completion import complete
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
-from llm.types import CompletionRequest, ContentDelta, Finish
+from llm.types import CompletionRequest
 from memory.ports import FactStore, IndexQueue
 from orchestrator.compaction_policy import (
     CompactionPolicy,
@@ -202,15 +203,9 @@ class Compactor:
         request = CompletionRequest(
             messages=helper_prompt(previous, span), max_tokens=self.policy.answer_tokens,
         )  # (the temperature is the helper role's: JIN_HELPER_TEMPERATURE, 0 by default)
-        parts: list[str] = []
-        finish: str | None = None
         try:
-            async for delta in self.helper.stream(request):
-                if isinstance(delta, ContentDelta):
-                    parts.append(delta.text)
-                elif isinstance(delta, Finish):
-                    finish = delta.reason
-            return parse_summary("".join(parts), finish), True, False
+            answer = await complete(self.helper, request)
+            return parse_summary(answer.text, answer.finish), True, False
         except (LLMError, SummaryRejected) as exc:
             log.warning("helper summary failed (%s); writing the extractive summary",
                         exc.brief if isinstance(exc, LLMError) else type(exc).__name__)

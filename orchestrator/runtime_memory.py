@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from chat.types import Chat
+from llm.completion import complete
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
-from llm.types import CompletionRequest, ContentDelta, Finish
+from llm.types import CompletionRequest
 from memory.ports import RuntimeMemoryStore, RuntimeVersion
 from memory.runtime_prompt import Turn, helper_prompt, pending
 from memory.runtime_state import (
@@ -180,16 +181,9 @@ class RuntimeMemory:
             messages=helper_prompt(text(state), turns, self.config.turn_chars),
             max_tokens=self.config.answer_tokens)
         began = time.perf_counter()
-        parts: list[str] = []
-        finish: str | None = None
-        usage: dict[str, object] = {}
         try:
-            async for delta in self.helper.stream(request):
-                if isinstance(delta, ContentDelta):
-                    parts.append(delta.text)
-                elif isinstance(delta, Finish):
-                    finish, usage = delta.reason, dict(delta.usage)
-            update = parse_update("".join(parts), finish)
+            answer = await complete(self.helper, request)
+            update = parse_update(answer.text, answer.finish)
         except UpdateRejected as exc:
             self.on_rejected(exc.reason)
             log.warning("chat %s: runtime memory update rejected (%s); the state stays",
@@ -201,7 +195,7 @@ class RuntimeMemory:
             return None
         meta: dict[str, object] = {"turns": len(turns),
                                    "helper_ms": round((time.perf_counter() - began) * 1000, 3),
-                                   "usage": usage}
+                                   "usage": answer.usage}
         config = self.config.strength
         return await self._write(chat, lambda s: merge(s, update, config),
                                  turns[-1].position, "update", meta)

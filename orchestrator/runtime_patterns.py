@@ -28,9 +28,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chat.types import Chat
+from llm.completion import complete
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
-from llm.types import CompletionRequest, ContentDelta, Finish
+from llm.types import CompletionRequest
 from memory.pattern_prompt import helper_prompt
 from memory.ports import Alert, PatternStore, PatternVersion, RuntimeMemoryStore
 from memory.runtime_patterns import (
@@ -211,15 +212,9 @@ class RuntimePatterns:
             messages=helper_prompt(window, said, known, self.config.message_chars),
             max_tokens=self.config.answer_tokens)
         began = time.perf_counter()
-        parts: list[str] = []
-        finish: str | None = None
         try:
-            async for delta in self.helper.stream(request):
-                if isinstance(delta, ContentDelta):
-                    parts.append(delta.text)
-                elif isinstance(delta, Finish):
-                    finish = delta.reason
-            proposed = parse_patterns("".join(parts), finish)
+            answer = await complete(self.helper, request)
+            proposed = parse_patterns(answer.text, answer.finish)
         except PatternsRejected as exc:
             self.on_rejected(exc.reason)
             log.warning("chat %s: L2 distillation rejected (%s)", chat.id, exc)

@@ -29,9 +29,10 @@ from datetime import UTC, datetime
 
 from chat.ports import ChatStore, NewChat
 from chat.types import Chat
+from llm.completion import complete
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
-from llm.types import CompletionRequest, ContentDelta, Finish
+from llm.types import CompletionRequest
 from memory.ports import RuntimeMemoryStore, Snapshot, SnapshotStore
 from memory.runtime_state import State
 from memory.session_digest import DigestRejected, carried, check_digest, digest_prompt, fallback
@@ -116,15 +117,9 @@ class SessionSnapshots:
         """The helper's digest, or ("", why it failed)."""
         request = CompletionRequest(messages=digest_prompt(title, l1, l2_text),
                                     max_tokens=self.config.digest_tokens)
-        parts: list[str] = []
-        finish: str | None = None
         try:
-            async for delta in self.helper.stream(request):
-                if isinstance(delta, ContentDelta):
-                    parts.append(delta.text)
-                elif isinstance(delta, Finish):
-                    finish = delta.reason
-            return check_digest("".join(parts), finish), None
+            answer = await complete(self.helper, request)
+            return check_digest(answer.text, answer.finish), None
         except DigestRejected as exc:
             log.warning("snapshot digest rejected (%s); jin writes it from L1", exc.reason)
             return "", exc.reason

@@ -19,9 +19,10 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from llm.completion import collect
 from llm.errors import LLMError
 from llm.ports import ChatModel
-from llm.types import CompletionRequest, ContentDelta, Finish, PromptMessage
+from llm.types import CompletionRequest, PromptMessage
 from orchestrator.answer import AbortSignal, until_aborted
 from orchestrator.context import assemble, prompt_message
 from orchestrator.events import StepWarning
@@ -103,18 +104,10 @@ async def translate(
         messages=[PromptMessage("system", instruction), PromptMessage("user", text)],
         max_tokens=token_cap(source_tokens, config, factor),
     )
-    parts: list[str] = []
-    usage: dict[str, Any] = {}
-    cut = False
-    try:
+    try:  # (a thinking model's reasoning is not the translation: collect leaves it out)
         async with asyncio.timeout(config.timeout), \
                 aclosing(until_aborted(translator.stream(request), abort)) as deltas:
-            async for delta in deltas:
-                if isinstance(delta, ContentDelta):
-                    parts.append(delta.text)
-                elif isinstance(delta, Finish):
-                    usage, cut = delta.usage, delta.reason == "length"
-                # (A thinking model's reasoning is not the translation: dropped.)
+            answer = await collect(deltas)
     except TimeoutError:
         return Untranslated("translator_timeout",
                             f"the translator took over {config.timeout:.3g} s", _ms(began))
@@ -123,15 +116,15 @@ async def translate(
             log.exception("the translator call failed unexpectedly")
         why = exc.code if isinstance(exc, LLMError) else type(exc).__name__
         return Untranslated("translator_failed", f"the translator failed ({why})", _ms(began))
-    translation = "".join(parts).strip()
+    translation = answer.text.strip()
     if abort.event.is_set():
         return Untranslated("aborted", "the step was stopped", _ms(began))
     if not translation:
         return Untranslated("translator_empty", "the translator answered nothing", _ms(began))
-    if cut:
+    if answer.cut:
         return Untranslated("translator_truncated", "the translation was cut short at "
                             f"{request.max_tokens} tokens", _ms(began))
-    return Translated(text, translation, _ms(began), usage, target)
+    return Translated(text, translation, _ms(began), answer.usage, target)
 
 
 async def take_route(

@@ -2,8 +2,9 @@
 
 An item that does not fit is dropped and counted with a reason; the others are kept: one bad
 item never loses the batch (OpenViking #3339: one unresolvable item aborted the whole pass). An
-answer that is not JSON at all is one dropped item too, `not_json`, so an extraction that
-yields nothing is always counted with why (OpenViking #4580, #455: silently 0 memories).
+answer that is not JSON at all is one dropped item too, `not_json` (`truncated` when the token
+cap cut it), so an extraction that yields nothing is always counted with why (OpenViking #4580,
+#455: silently 0 memories).
 
 The answer's shape (the prompt, prompt.py, asks for it):
 
@@ -31,10 +32,12 @@ from memory.events.segments import topic_key, topics
 from memory.events.types import Dropped, Event, Extraction, Segment, Topic, Update
 
 
-def read_extraction(answer: str, schemas: Schemas, turns: Collection[int]) -> Extraction:
-    """The valid part of the model's answer; `turns` are the indexes of the turns it was shown."""
+def read_extraction(answer: str, schemas: Schemas, turns: Collection[int], *,
+                    cut: bool = False) -> Extraction:
+    """The valid part of the model's answer; `turns` are the indexes of the turns it was shown,
+    and `cut` says the token cap ended the answer (its JSON then is dropped as `truncated`)."""
     dropped: list[Dropped] = []
-    data = _json_object(answer, dropped)
+    data = _json_object(answer, dropped, "truncated" if cut else "not_json")
     segments = [s for n, raw in enumerate(_section(data, "segments", dropped))
                 if (s := _segment(f"segments[{n}]", raw, turns, dropped)) is not None]
     found = topics(segments)
@@ -62,16 +65,17 @@ def read_extraction(answer: str, schemas: Schemas, turns: Collection[int]) -> Ex
                       dropped=tuple(dropped))
 
 
-def _json_object(answer: str, dropped: list[Dropped]) -> dict[str, Any]:
-    """The first JSON object in the answer: models wrap it in prose or a ``` fence."""
+def _json_object(answer: str, dropped: list[Dropped], why: str) -> dict[str, Any]:
+    """The first JSON object in the answer: models wrap it in prose or a ``` fence. `why` is
+    the reason an answer without one is dropped for."""
     start = answer.find("{")
     if start < 0:
-        dropped.append(Dropped("", "not_json", f"no JSON object in {len(answer)} characters"))
+        dropped.append(Dropped("", why, f"no JSON object in {len(answer)} characters"))
         return {}
     try:
         data, _ = json.JSONDecoder().raw_decode(answer, start)
     except json.JSONDecodeError as exc:
-        dropped.append(Dropped("", "not_json", str(exc)))
+        dropped.append(Dropped("", why, str(exc)))
         return {}
     return cast(dict[str, Any], data)  # what starts at a "{" decodes to an object
 

@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from llm.completion import Completion, complete
 from llm.errors import LLMError
 from llm.ports import ChatModel, Embedder
-from llm.types import CompletionRequest, ContentDelta, PromptMessage, Role
+from llm.types import CompletionRequest, PromptMessage, Role
 from memory.events.cards import apply_updates, card_key, render
 from memory.events.extraction import read_extraction
 from memory.events.matcher import MatchConfig
@@ -143,20 +144,19 @@ class Extractor:
         shown = [Candidate(c.entity, c.key or None, self._render(c.entity, c.fields))
                  for c in cards if self.schemas.entity(c.entity) is not None]
         answer = await self._ask(messages(self.prompt, kept, shown))
-        extraction = read_extraction(answer, self.schemas, [t.index for t in kept])
+        extraction = read_extraction(answer.text, self.schemas, [t.index for t in kept],
+                                     cut=answer.cut)
         return await self._finish(batch, holder, rows, extraction, self.prompt.digest)
 
     def _render(self, entity: str, fields: Any) -> str:
         kind = self.schemas.entity(entity)
         return render(kind, fields) if kind is not None else ""
 
-    async def _ask(self, prompt: list[dict[str, str]]) -> str:
+    async def _ask(self, prompt: list[dict[str, str]]) -> Completion:
         request = CompletionRequest(
             messages=[PromptMessage(cast(Role, m["role"]), m["content"]) for m in prompt],
             max_tokens=self.config.max_tokens, temperature=0.0)
-        parts = [d.text async for d in self._helper.stream(request)
-                 if isinstance(d, ContentDelta)]
-        return "".join(parts)
+        return await complete(self._helper, request)
 
     async def _finish(self, batch: Claimed, holder: uuid.UUID, rows: list[Message],
                       extraction: Extraction, digest: str | None) -> Extracted:

@@ -238,6 +238,14 @@ def test_an_answer_that_is_not_a_json_object_is_counted_not_silent(raw: str) -> 
     assert read_extraction('{"events": {}}', SCHEMAS, TURNS).reasons() == {"not_a_list": 1}
 
 
+def test_an_answer_the_token_cap_cut_is_counted_as_truncated_not_as_prose() -> None:
+    cut_short = RECURSION[:len(RECURSION) // 2]
+    assert read_extraction(cut_short, SCHEMAS, TURNS, cut=True).reasons() == {"truncated": 1}
+    # A whole object before the cap still counts: the cut fell after it.
+    assert read_extraction(RECURSION + " and", SCHEMAS, TURNS, cut=True) == \
+        read_extraction(RECURSION, SCHEMAS, TURNS)
+
+
 # Salience
 
 
