@@ -16,7 +16,8 @@ length, in one run, side by side:
    go into the HNSW index as they are written, as in a real import.
 
 Then the step overhead (bench/step_overhead.py's measure: the worker's Server-Timing less the
-model's time) of sequential steps on a real `jin serve` worker, fake models, memory on: idle,
+model's time) of sequential steps on a real `jin serve` worker, fake models, memory on, over
+`--chats` chats of as many users in turn: idle,
 then while a `jin import` process (its defaults: every core, JIN_IMPORT_NICE) imports and
 indexes `--during` short messages of another user, stopped (SIGSTOP) and let go in turn every
 `--window` seconds, so that steps with and without the import meet the machine alike. The
@@ -157,14 +158,15 @@ def question() -> str:
     return sentence(QUESTIONS, 12)
 
 
-async def overheads(jin_url: str, chat_id: str, steps: int) -> list[float]:
-    """Step overhead (ms) of `steps` sequential steps."""
+async def overheads(jin_url: str, chats: list[str], steps: int) -> list[float]:
+    """Step overhead (ms) of `steps` sequential steps, on the chats in turn."""
     async with client_session(jin_url) as client:
-        return [(await step(client, chat_id, i, question()))[0] for i in range(steps)]
+        return [(await step(client, chats[i % len(chats)], i, question()))[0]
+                for i in range(steps)]
 
 
 async def alternating(
-    jin_url: str, chat_id: str, proc: subprocess.Popen[bytes], window: float
+    jin_url: str, chats: list[str], proc: subprocess.Popen[bytes], window: float
 ) -> tuple[list[float], list[float]]:
     """Step overheads (ms) while the import runs and while it is stopped (SIGSTOP), in
     alternating windows until it ends: both see the machine at the same moments (its pace and
@@ -179,7 +181,7 @@ async def alternating(
             into = stopped if paused else running
             start = time.perf_counter()
             while time.perf_counter() - start < window and proc.poll() is None:
-                overhead = (await step(client, chat_id, i, question()))[0]
+                overhead = (await step(client, chats[i % len(chats)], i, question()))[0]
                 i += 1
                 if time.perf_counter() - start > 0.3:
                     into.append(overhead)
@@ -188,10 +190,11 @@ async def alternating(
     return running, stopped
 
 
-async def new_chat(jin_url: str) -> str:
+async def new_chats(jin_url: str, n: int) -> list[str]:
+    """`n` new chats, each of a user of its own."""
     async with client_session(jin_url) as client:
-        r = await client.post("/v1/chats", json={"user_id": f"live-{uuid.uuid4().hex[:8]}"})
-        return str(r.json()["id"])
+        return [str((await client.post("/v1/chats", json={
+            "user_id": f"live-{uuid.uuid4().hex[:8]}"})).json()["id"]) for _ in range(n)]
 
 
 def during_import(args: argparse.Namespace, db_url: str) -> None:
@@ -200,9 +203,9 @@ def during_import(args: argparse.Namespace, db_url: str) -> None:
         # The worker never backfills here: its fake embedder must leave the import's rows.
         jin_url = jin_worker(stack, db_url, model_url,
                              JIN_INDEXER_BACKFILL_QUIET_SECONDS="1000000")
-        chat_id = asyncio.run(new_chat(jin_url))
-        asyncio.run(overheads(jin_url, chat_id, 20))  # warm-up
-        idle = asyncio.run(overheads(jin_url, chat_id, args.steps))
+        chats = asyncio.run(new_chats(jin_url, args.chats))
+        asyncio.run(overheads(jin_url, chats, 20))  # warm-up
+        idle = asyncio.run(overheads(jin_url, chats, args.steps))
         file = Path(tempfile.mkdtemp(prefix="jin-import-")) / "history.jsonl"
         file.write_text(openai_file(texts("short", args.during, seed=7)))
         env = {**os.environ, "DATABASE_URL": db_url, "JIN_LOG_LEVEL": "warning",
@@ -213,14 +216,15 @@ def during_import(args: argparse.Namespace, db_url: str) -> None:
                                  "--user", "importer"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL)
         time.sleep(3)  # past its start (model load, migrations check), into its indexing
-        running, stopped = asyncio.run(alternating(jin_url, chat_id, proc, args.window))
+        running, stopped = asyncio.run(alternating(jin_url, chats, proc, args.window))
         out, _ = proc.communicate()
         elapsed = time.perf_counter() - started
         report = json.loads(out or b"{}")
-        after = asyncio.run(overheads(jin_url, chat_id, args.steps))  # the chat as long now
+        after = asyncio.run(overheads(jin_url, chats, args.steps))  # the chats as long now
     p50_idle = statistics.median(idle)
     p50_run, p50_stop = statistics.median(running), statistics.median(stopped)
-    print(f"\nstep overhead p50, sequential steps on one worker: before the import "
+    print(f"\nstep overhead p50, sequential steps on one worker, {args.chats} chats of "
+          f"{args.chats} users in turn: before the import "
           f"{p50_idle:.2f} ms ({len(idle)} steps); during `jin import` of {args.during} "
           f"messages, in alternating {args.window:.0f} s windows: import running {p50_run:.2f} ms "
           f"({len(running)} steps), import stopped {p50_stop:.2f} ms ({len(stopped)} steps): "
@@ -240,6 +244,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="idle steps measured")
     parser.add_argument("--during", type=int, default=3000,
                         help="messages imported while steps are measured")
+    parser.add_argument("--chats", type=int, default=10,
+                        help="live chats (each of its own user) the steps go to in turn: "
+                             "live steps come from many users, and one chat's growth over "
+                             "the phase would be measured with the import")
     parser.add_argument("--window", type=float, default=2.0,
                         help="seconds the import runs, then is stopped, in turn")
     parser.add_argument("--steps-only", action="store_true",
