@@ -228,7 +228,7 @@ class PostgresEventStore:
                             n: int) -> list[Card]:
         async with connect(self._db) as conn:
             rows = await fetch(conn, _NEAREST, {"t": tenant_id, "u": user_id, "n": n,
-                                                "v": _vector(vector)})
+                                                "v": vector_param(vector)})
         return [_card(r) for r in rows]
 
     async def cards(self, tenant_id: str, user_id: str, keys: Sequence[CardKey]) -> dict[
@@ -293,14 +293,14 @@ class PostgresEventStore:
                     "properties": [json_text(e.properties) for e in events],
                     "summaries": [e.summary for e in events],
                     "sources": [json_text([str(s) for s in e.sources]) for e in events],
-                    "vectors": [_vector(v) for v in event_vectors],
+                    "vectors": [vector_param(v) for v in event_vectors],
                     "starts": [e.started_at for e in events],
                     "ends": [e.ended_at for e in events]})
             ids = [e.id for e in events]
             for change, vector in zip(changes, card_vectors, strict=True):
                 params = {"t": batch.tenant_id, "u": batch.user_id, "type": change.entity,
                           "key": change.key, "fields": json_text(change.fields),
-                          "card": change.card, "v": _vector(vector), "embedder": embedder,
+                          "card": change.card, "v": vector_param(vector), "embedder": embedder,
                           "version": change.version}
                 if change.version == 0:
                     row = await fetch(conn, _NEW_CARD, {**params, "id": uuid.uuid4()})
@@ -332,5 +332,6 @@ def _card(row: Any) -> Card:
                 row["version"])
 
 
-def _vector(vector: Embedding) -> Vector:
+def vector_param(vector: Embedding) -> Vector:
+    """A vector as a pgvector parameter."""
     return Vector(np.asarray(vector, dtype=np.float32))

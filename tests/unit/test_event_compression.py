@@ -14,7 +14,8 @@ def ago(**span: float) -> datetime:
     return NOW - timedelta(**span)
 
 
-def event(n: int, at: datetime, topic: str = "recursion", owner: str = "t/u") -> Dated:
+def event(n: int, at: datetime, topic: str = "recursion",
+          owner: tuple[str, str] = ("t", "u")) -> Dated:
     return Dated(f"e{n}", owner, topic, "discussion", at)
 
 
@@ -42,9 +43,9 @@ def test_a_quiet_topics_events_merge_a_period_each_and_a_lone_one_stays() -> Non
               event(3, ago(days=3)),  # alone on its day
               event(4, ago(days=400)), event(5, ago(days=420))]
     assert plan(events, NOW) == [
-        Merge("t/u", "recursion", "yearly", datetime(2025, 1, 1, tzinfo=UTC),
+        Merge(("t", "u"), "recursion", "yearly", datetime(2025, 1, 1, tzinfo=UTC),
               datetime(2026, 1, 1, tzinfo=UTC), ("e5", "e4")),
-        Merge("t/u", "recursion", "daily", datetime(2026, 12, 1, tzinfo=UTC),
+        Merge(("t", "u"), "recursion", "daily", datetime(2026, 12, 1, tzinfo=UTC),
               datetime(2026, 12, 2, tzinfo=UTC), ("e1", "e2")),
     ]
 
@@ -53,5 +54,6 @@ def test_an_active_topic_and_another_users_events_are_left_alone() -> None:
     old = datetime(2026, 12, 1, 9, tzinfo=UTC)
     events = [event(1, old, "game ai"), event(2, old, "Game AI!"), event(3, ago(hours=2),
                                                                           "game ai"),
-              event(4, old, owner="t/v"), event(5, old + timedelta(hours=1), owner="t/w")]
+              event(4, old, owner=("t", "v")),
+              event(5, old + timedelta(hours=1), owner=("t", "w"))]
     assert plan(events, NOW) == []  # active branch; one event per owner
