@@ -283,7 +283,8 @@ def _compressor(settings: Settings, engine: AsyncEngine, memory: _Memory, helper
     if extractor is None or memory.embedder is None:
         return None
     return Compressor(PostgresCompressionStore(engine), helper, memory.embedder,
-                      memory.provider.model, settings.compressor_config())
+                      memory.provider.model, settings.compressor_config(),
+                      cards=extractor.store, schemas=extractor.schemas)
 
 
 def _roles(settings: Settings) -> tuple[ProviderConfig, ProviderConfig,

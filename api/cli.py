@@ -246,6 +246,8 @@ def _memory(args: argparse.Namespace) -> int:
     from memory.events.compression import Merge, plan
     from memory.events.compression_store import PostgresCompressionStore
     from memory.events.compressor import Compressor
+    from memory.events.schema import load_schemas
+    from memory.events.store import PostgresEventStore
 
     settings = Settings()
 
@@ -284,7 +286,9 @@ def _memory(args: argparse.Namespace) -> int:
                 print("jin memory compress: no helper server (JIN_HELPER_URL): each summary "
                       "is its events' texts merged", file=sys.stderr)
             compressor = Compressor(store, OpenAIChatModel(helper) if helper else None,
-                                    embedder, provider.model, settings.compressor_config())
+                                    embedder, provider.model, settings.compressor_config(),
+                                    cards=PostgresEventStore(engine),
+                                    schemas=load_schemas(settings.memory_schemas))
             done = await compressor.compress(args.tenant, args.user, progress=shown)
             print(json.dumps(done.to_json(), indent=2))
             return 0

@@ -17,7 +17,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, cast
 
+import orjson
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -25,6 +27,7 @@ from db.statements import connect, fetch, json_text
 from llm.ports import Embedding
 from memory.events.compression import Dated, Merge
 from memory.events.store import vector_param
+from memory.events.summaries import Summarised
 
 # Events not yet merged into a summary, of everyone or of one tenant (and user).
 _DATED = text("""
@@ -32,6 +35,11 @@ SELECT id, tenant_id, user_id, topic, type, ended_at FROM events
 WHERE compressed_into IS NULL
   AND (CAST(:t AS text) IS NULL OR tenant_id = :t) AND (CAST(:u AS text) IS NULL OR user_id = :u)
 ORDER BY tenant_id, user_id, ended_at""")
+
+# The summaries in force (not merged further up), for the TIME_COMPRESS fields.
+_SUMMARIES = text("""
+SELECT id, topic, level, summary, properties, ended_at FROM events
+WHERE tenant_id = :t AND user_id = :u AND level IS NOT NULL AND compressed_into IS NULL""")
 
 _CLAIM = text("""
 UPDATE events e SET compress_holder = :holder, compress_until = now() + make_interval(secs => :ttl)
@@ -47,7 +55,8 @@ UPDATE events SET compress_holder = NULL, compress_until = NULL
 WHERE compress_holder = :holder AND id = ANY(CAST(:ids AS uuid[]))""")
 
 _SOURCES = text("""
-SELECT id, type, summary, source_message_ids, started_at, ended_at FROM events
+SELECT id, type, summary, source_message_ids, started_at, ended_at, level, properties
+FROM events
 WHERE tenant_id = :t AND user_id = :u AND id = ANY(CAST(:ids AS uuid[]))
 ORDER BY ended_at, id""")
 
@@ -115,6 +124,7 @@ class SourceRow:
     messages: list[uuid.UUID]
     started_at: datetime
     ended_at: datetime
+    types: tuple[str, ...]  # its event type; a summary's: its own sources' types
 
 
 @dataclass(frozen=True)
@@ -141,6 +151,19 @@ class PostgresCompressionStore:
         return [Dated(str(r["id"]), (r["tenant_id"], r["user_id"]), r["topic"], r["type"],
                       r["ended_at"]) for r in rows]
 
+    async def summaries(self, owner: tuple[str, str]) -> list[Summarised]:
+        """The owner's summaries that no higher one has merged."""
+        async with connect(self._db) as conn:
+            rows = await fetch(conn, _SUMMARIES, {"t": owner[0], "u": owner[1]})
+        found = []
+        for r in rows:
+            props = _json(r["properties"])
+            found.append(Summarised(
+                str(r["id"]), r["topic"], r["level"],
+                datetime.fromisoformat(props["period"][0]), r["summary"],
+                tuple(props.get("types", ())), r["ended_at"]))
+        return found
+
     async def claim(self, merge: Merge, holder: uuid.UUID, ttl: float) -> bool:
         """Claim the group's events for `holder`; False (and nothing claimed) when any is
         merged, gone, or claimed by another worker."""
@@ -165,7 +188,9 @@ class PostgresCompressionStore:
             rows = await fetch(conn, _SOURCES, {"t": merge.owner[0], "u": merge.owner[1],
                                                 "ids": [uuid.UUID(i) for i in merge.sources]})
         return [SourceRow(r["id"], r["type"], r["summary"], list(r["source_message_ids"]),
-                          r["started_at"], r["ended_at"]) for r in rows]
+                          r["started_at"], r["ended_at"],
+                          tuple(_json(r["properties"]).get("types", ())) if r["level"]
+                          else (r["type"],)) for r in rows]
 
     async def write(self, summary: NewSummary, holder: uuid.UUID, ttl: timedelta) -> bool:
         """The summary, its sources' pointer to it and their TTL, and the counts, in one
@@ -184,7 +209,8 @@ class PostgresCompressionStore:
                 "properties": json_text({
                     "level": merge.level, "period": [merge.start.isoformat(),
                                                      merge.end.isoformat()],
-                    "types": sorted({s.type for s in sources}), "sources": len(sources),
+                    "types": sorted({t for s in sources for t in s.types}),
+                    "sources": len(sources),
                     "by_helper": summary.by_helper}),
                 "messages": messages,
                 "v": vector_param(summary.vector) if summary.vector is not None else None,
@@ -218,3 +244,8 @@ class PostgresCompressionStore:
 
 def owner_label(owner: tuple[str, str]) -> str:
     return f"{owner[0]}/{owner[1]}"
+
+
+def _json(value: Any) -> dict[str, Any]:
+    """A jsonb column as asyncpg gives it: text, unless a codec decoded it."""
+    return cast(dict[str, Any], orjson.loads(value) if isinstance(value, str | bytes) else value)

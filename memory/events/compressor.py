@@ -5,8 +5,10 @@ A pass reads the events not yet merged (of one tenant and user, or of everyone),
 merges (compression.py), and for each: claims the group's events (a worker that finds them
 claimed skips the group), asks the helper for the summary's text (one call per group, a
 byte-stable prefix: summaries.py; its sources' texts merged when it fails), embeds it, then
-writes the summary and gives its sources their TTL in one transaction. A pass ends with the
-purge of the expired sources whose summary is committed. `jin memory compress` runs one pass;
+writes the summary and gives its sources their TTL in one transaction. Then the TIME_COMPRESS
+fields of the users it wrote summaries for are rewritten from their summaries (a new card
+version, with the summaries behind it), and the pass ends with the purge of the expired sources
+whose summary is committed. `jin memory compress` runs one pass;
 each serving worker runs one every `interval` while event memory is on.
 """
 
@@ -23,9 +25,20 @@ from typing import cast
 from llm.errors import LLMError
 from llm.ports import ChatModel, Embedder, Embedding
 from llm.types import CompletionRequest, ContentDelta, PromptMessage, Role
+from memory.events.cards import Card, CardChange, render
 from memory.events.compression import Merge, plan
 from memory.events.compression_store import NewSummary, PostgresCompressionStore, SourceRow
-from memory.events.summaries import Source, merged_text, prompt, read_answer
+from memory.events.schema import EntityType, Schemas
+from memory.events.segments import topic_key
+from memory.events.store import PostgresEventStore
+from memory.events.summaries import (
+    Source,
+    Summarised,
+    compressed_field,
+    merged_text,
+    prompt,
+    read_answer,
+)
 
 log = logging.getLogger("jin.events")
 
@@ -47,13 +60,15 @@ class Pass:
     compressed: int = 0  # events merged into them
     skipped: int = 0  # groups another worker held, or that changed meanwhile
     fallbacks: int = 0  # summaries whose text is the sources' merged (the helper failed)
+    cards: int = 0  # entity cards whose TIME_COMPRESS fields were rewritten
     purged: int = 0
     merges: list[dict[str, object]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {"planned": self.planned, "summaries": self.summaries,
                 "compressed": self.compressed, "skipped": self.skipped,
-                "fallbacks": self.fallbacks, "purged": self.purged, "merges": self.merges}
+                "fallbacks": self.fallbacks, "cards": self.cards, "purged": self.purged,
+                "merges": self.merges}
 
 
 def _quiet(_: int, __: int, ___: Merge, ____: str) -> None:
@@ -65,8 +80,11 @@ class Compressor:
 
     def __init__(self, store: PostgresCompressionStore, helper: ChatModel | None,
                  embedder: Embedder | None, embedder_name: str | None,
-                 config: CompressorConfig | None = None) -> None:
+                 config: CompressorConfig | None = None, cards: PostgresEventStore | None = None,
+                 schemas: Schemas | None = None) -> None:
         self.store = store
+        self._cards = cards  # with `schemas`: the TIME_COMPRESS fields are written
+        self._schemas = schemas
         self._helper = helper  # None: every summary is the sources' texts merged
         self._embedder = embedder
         self._embedder_name = embedder_name
@@ -80,14 +98,20 @@ class Compressor:
         """One pass over everyone's events, or one tenant's (and user's): the merges due, then
         the purge. `progress(n, total, merge, outcome)` after each merge."""
         done = Pass()
-        merges = plan(await self.store.dated(tenant_id, user_id), now or datetime.now(UTC))
+        now = now or datetime.now(UTC)
+        merges = plan(await self.store.dated(tenant_id, user_id), now)
         done.planned = len(merges)
+        written: set[tuple[str, str]] = set()
         for n, merge in enumerate(merges, start=1):
             outcome = await self._merge(merge, done)
+            if outcome != "skipped":
+                written.add(merge.owner)
             done.merges.append({"owner": f"{merge.owner[0]}/{merge.owner[1]}",
                                 "topic": merge.topic, "level": merge.level,
                                 "sources": len(merge.sources), "outcome": outcome})
             progress(n, len(merges), merge, outcome)
+        for owner in sorted(written):
+            done.cards += await self._fields(owner, now)
         done.purged = await self.store.purge(tenant_id, user_id)
         return done
 
@@ -137,6 +161,52 @@ class Compressor:
                 log.warning("the summary of %s (%s) is its events merged: the helper "
                             "wrote nothing", merge.topic, merge.level)
         return merged_text(merge, shown), False
+
+    async def _fields(self, owner: tuple[str, str], now: datetime) -> int:
+        """Rewrite the owner's TIME_COMPRESS fields from their summaries; cards changed."""
+        if self._cards is None or self._schemas is None:
+            return 0
+        kinds = [k for k in self._schemas.entities
+                 if any(f.aggregate.op == "TIME_COMPRESS" for f in k.fields)]
+        if not kinds:
+            return 0
+        summaries = await self.store.summaries(owner)
+        changed = 0
+        for kind in kinds:
+            groups: dict[str, list[Summarised]] = {}
+            for summary in summaries:  # one card per topic, or one for the user
+                key = topic_key(summary.topic) if kind.keys == "topic" else ""
+                groups.setdefault(key, []).append(summary)
+            for key, group in sorted(groups.items()):
+                changed += await self._field_card(owner, kind, key, group, now)
+        return changed
+
+    async def _field_card(self, owner: tuple[str, str], kind: EntityType, key: str,
+                          group: list[Summarised], now: datetime) -> int:
+        assert self._cards is not None
+        for _ in range(3):  # a card written meanwhile by an extraction: read it again
+            cards = await self._cards.cards(owner[0], owner[1], [(kind.name, key)])
+            card = cards.get((kind.name, key)) or Card(kind.name, key, {})
+            fields = dict(card.fields)
+            shown: list[str] = []
+            for spec in kind.fields:
+                if spec.aggregate.op == "TIME_COMPRESS":
+                    value, ids = compressed_field(spec, group, now)
+                    if value or spec.name in fields:
+                        fields[spec.name] = value
+                    shown += ids
+            if fields == dict(card.fields) or not any(fields.values()):
+                return 0
+            text = render(kind, fields)
+            change = CardChange(kind.name, key, fields, text, card.version,
+                                f"TIME_COMPRESS: {len(set(shown))} summaries", (), 1)
+            if await self._cards.save_card(owner[0], owner[1], change, await self._vector(text),
+                                           self._embedder_name,
+                                           [uuid.UUID(i) for i in dict.fromkeys(shown)]):
+                return 1
+        log.warning("the %s card of %s/%s kept changing: its TIME_COMPRESS fields wait for the "
+                    "next pass", kind.name, owner[0], owner[1])
+        return 0
 
     async def _vector(self, text: str) -> Embedding | None:
         if self._embedder is None:

@@ -1,11 +1,16 @@
 """A summary event's text: the helper's, asked with a byte-stable prefix, or a merge of the
-sources' own texts when the helper cannot answer (pure).
+sources' own texts when the helper cannot answer; and the text of an entity's TIME_COMPRESS
+field, made of the summaries it reads (pure).
 
 One helper call per group of events. The system message is the same bytes for every group, so
 the model server's prefix cache stays warm across a compression pass; the group (its topic, its
 period and its events, oldest first) follows in the user message. A failed call, or an answer
 with no text, falls back to the sources' texts joined in order: a summary is always written,
 and the group's events are never lost to a helper that is down.
+
+A TIME_COMPRESS field (the shipped `user_profile.history`) is written by compression, never by
+extraction: a line per summary of the event types its `filters.events` lists, within its
+`filters.within`, oldest first, the newest `filters.last` (else FIELD_LINES) of them.
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memory.events.compression import Merge
+from memory.events.schema import Field
 
 MAX_CHARS = 2000  # of a summary's text, from the helper or merged
+FIELD_LINES = 60  # summaries a TIME_COMPRESS field shows when its filters set no `last`
+LINE_CHARS = 400  # of each summary, in the field
 SOURCE_CHARS = 600  # of each source's text, in the prompt
 
 PREFIX = """You condense a user's memory. Below are records of what the user talked about with \
@@ -72,3 +80,29 @@ def merged_text(merge: Merge, sources: Sequence[Source]) -> str:
 
 def _day(at: datetime) -> str:
     return at.strftime("%Y-%m-%d")
+
+
+@dataclass(frozen=True)
+class Summarised:
+    """A summary event, as a TIME_COMPRESS field reads it."""
+
+    id: str
+    topic: str
+    level: str
+    start: datetime  # its period's
+    text: str
+    types: tuple[str, ...]  # its sources' event types
+    ended_at: datetime
+
+
+def compressed_field(field: Field, summaries: Sequence[Summarised],
+                     now: datetime) -> tuple[str, list[str]]:
+    """The field's text and the summaries it shows (their ids)."""
+    window = field.aggregate.filters
+    chosen = sorted((s for s in summaries if set(s.types) & set(window.events)
+                     and (window.within is None or now - s.ended_at <= window.within)),
+                    key=lambda s: (s.start, s.topic, s.id))
+    chosen = chosen[-(window.last or FIELD_LINES):]
+    lines = [f"- {_day(s.start)} ({s.level}) {s.topic}: {' '.join(s.text.split())[:LINE_CHARS]}"
+             for s in chosen]
+    return "\n".join(lines), [s.id for s in chosen]

@@ -20,10 +20,13 @@ from llm.openai import OpenAIChatModel
 from llm.provider import Provider
 from llm.testing import FakeOpenAIServer, Reply
 from llm.types import HTTPConfig, ProviderConfig
+from memory.events.cards import CardChange as ChangeCard
 from memory.events.compression import plan
 from memory.events.compression_store import NewSummary, PostgresCompressionStore
 from memory.events.compressor import Compressor, CompressorConfig
 from memory.events.listing import EventListing
+from memory.events.schema import load_schemas
+from memory.events.store import PostgresEventStore
 from memory.events.summaries import PREFIX
 
 # A Tuesday and a Wednesday, five weeks back: seen from two days after, they are daily merges;
@@ -144,6 +147,7 @@ async def test_summaries_merge_again_up_the_ladder_and_expired_sources_are_purge
     assert (weekly.summaries, weekly.compressed, weekly.purged) == (1, 2, 2)
     [week] = await rows(engine, "SELECT * FROM events")
     assert week["level"] == "weekly" and week["source_event_ids"] == [d["id"] for d in days]
+    assert week["properties"]["types"] == ["discussion"]  # its sources' sources' types
     assert week["started_at"] == TUESDAY and week["ended_at"] == WEDNESDAY + timedelta(hours=1)
     [listed] = await EventListing(engine).events("acme", "ann", 10, None)
     assert [s["kept"] for s in listed["sources"]] == [False, False]  # pointers kept, rows gone
@@ -225,3 +229,47 @@ async def test_other_users_and_tenants_are_left_alone(engine: AsyncEngine) -> No
     merged = await rows(engine, "SELECT tenant_id, user_id FROM events "
                                 "WHERE compressed_into IS NOT NULL OR level IS NOT NULL")
     assert {(r["tenant_id"], r["user_id"]) for r in merged} == {("acme", "ann")}
+
+
+async def test_the_time_compress_field_is_written_from_the_summaries_it_reads(
+    engine: AsyncEngine,
+) -> None:
+    cards = PostgresEventStore(engine)
+    schemas = load_schemas()  # user_profile.history: discussion and profile_fact, 365 days
+    profile = ChangeCard("user_profile", "", {"nickname": "Sasha"}, "## nickname\nSasha", 0,
+                         "nickname (replace):\nSasha", (), 1)
+    assert await cards.save_card("acme", "ann", profile, None, None, [])
+    for day in (TUESDAY, WEDNESDAY):
+        for h in (0, 1):
+            await add_event(engine, day + timedelta(hours=h), f"mulching {day:%A} {h}")
+    async with engine.begin() as conn:  # a task's updates: not what history reads
+        for h in (0, 1):
+            event_id = await add_event(engine, TUESDAY + timedelta(hours=h), "fence",
+                                       topic="fence")
+            await conn.execute(text("UPDATE events SET type = 'task_update' WHERE id = :id"),
+                               {"id": event_id})
+    compress = Compressor(PostgresCompressionStore(engine), None, None, None,
+                          CompressorConfig(), cards=cards, schemas=schemas)
+
+    daily = await compress.compress(now=MONDAY + timedelta(days=4))
+    assert (daily.summaries, daily.cards) == (3, 1)
+    [card] = await EventListing(engine).entities("acme", "ann", 10, None)
+    assert card["fields"]["nickname"] == "Sasha"  # the other fields stay
+    assert card["fields"]["history"] == "\n".join([
+        f"- {TUESDAY.date()} (daily) garden: garden, daily from {TUESDAY.date()}: "
+        f"mulching {TUESDAY:%A} 0; mulching {TUESDAY:%A} 1",
+        f"- {WEDNESDAY.date()} (daily) garden: garden, daily from {WEDNESDAY.date()}: "
+        f"mulching {WEDNESDAY:%A} 0; mulching {WEDNESDAY:%A} 1"])
+    v1, v2 = card["versions"]
+    assert v2["patch"] == "TIME_COMPRESS: 2 summaries" and len(v2["source_events"]) == 2
+
+    # A week later the two days are one weekly summary, and the field shows it alone.
+    weekly = await compress.compress(now=MONDAY + timedelta(days=12))
+    assert (weekly.summaries, weekly.cards) == (1, 1)
+    [card] = await EventListing(engine).entities("acme", "ann", 10, None)
+    assert card["version"] == 3
+    assert card["fields"]["history"].startswith(f"- {MONDAY.date()} (weekly) garden: ")
+    assert "\n" not in card["fields"]["history"]
+    # A year on, the summary is outside the field's 365 days: nothing else changed, so the
+    # card is not rewritten until a pass writes this user a new summary.
+    assert (await compress.compress(now=MONDAY + timedelta(days=400))).cards == 0
