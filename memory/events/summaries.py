@@ -60,8 +60,11 @@ def render_group(merge: Merge, sources: Sequence[Source]) -> str:
 
 
 def read_answer(answer: str) -> str | None:
-    """The helper's summary, trimmed; None when it wrote nothing usable."""
-    text = answer.strip().strip("`").strip()
+    """The helper's summary, trimmed; None when it wrote nothing usable. A NUL, which Postgres
+    refuses in text, is dropped rather than failing the summary's write."""
+    text = answer.replace("\x00", "").strip()
+    if text.startswith("```"):  # a fenced answer: the text inside the fence
+        text = text.strip("`").removeprefix("text").strip()
     return text[:MAX_CHARS] if text else None
 
 

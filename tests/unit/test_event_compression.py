@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from memory.events.compression import Dated, Merge, level_of, period, plan
 from memory.events.schema import load_schemas
-from memory.events.summaries import Summarised, compressed_field
+from memory.events.summaries import Summarised, compressed_field, read_answer
 
 NOW = datetime(2026, 12, 3, 18, 0, tzinfo=UTC)  # a Thursday
 
@@ -81,3 +81,10 @@ def test_a_time_compress_field_shows_the_summaries_of_its_types_within_its_windo
     assert ids == ["s4", "s1"]  # oldest first
     assert text == ("- 2026-05-01 (monthly) garden: Moved to a house with a garden.\n"
                     "- 2026-10-01 (monthly) garden: Planted tomatoes.")
+
+
+def test_the_helpers_summary_is_trimmed_and_an_empty_one_is_none() -> None:
+    assert read_answer("  The user planted basil.\n") == "The user planted basil."
+    assert read_answer("```\nPlanted basil.\n```") == "Planted basil."
+    assert read_answer("Planted\x00 basil.") == "Planted basil."
+    assert read_answer(" \n ") is None
