@@ -58,6 +58,8 @@ from llm.provider import Provider
 from llm.search import SearxngSearch, SerperSearch, WebSearch
 from llm.tokens import TiktokenCounter
 from llm.types import ProviderConfig
+from memory.events.compression_store import PostgresCompressionStore
+from memory.events.compressor import Compressor
 from memory.events.extractor import Extracted, Extractor
 from memory.events.listing import EventListing
 from memory.events.schema import load_schemas
@@ -275,6 +277,16 @@ def _extractor(settings: Settings, engine: AsyncEngine, memory: _Memory, helper:
                      on_extracted=counted)
 
 
+def _compressor(settings: Settings, engine: AsyncEngine, memory: _Memory, helper: ChatModel,
+                extractor: Extractor | None) -> Compressor | None:
+    """TIME_COMPRESS with event memory: summaries by the helper, embedded for recall."""
+    if extractor is None or memory.embedder is None:
+        return None
+    return Compressor(PostgresCompressionStore(engine), helper, memory.embedder,
+                      memory.provider.model, settings.compressor_config(),
+                      cards=extractor.store, schemas=extractor.schemas)
+
+
 def _roles(settings: Settings) -> tuple[ProviderConfig, ProviderConfig,
                                          EmbeddedChatServer | None]:
     """Brain and helper: the configured servers, or the embedded model (started here). With
@@ -409,8 +421,11 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         )
         extractor = _extractor(settings, engine, memory, OpenAIChatModel(servers["helper"]),
                                meter)
+        compressor = _compressor(settings, engine, memory, OpenAIChatModel(servers["helper"]),
+                                 extractor)
         runtime = Runtime(
             engine=engine, deps=deps, extractor=extractor, event_listing=EventListing(engine),
+            compressor=compressor,
             providers={"brain": brain, "helper": helper,
                        **({"translator": translator} if translator is not None else {}),
                        "embedder": memory.provider},
@@ -443,6 +458,8 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
             l2.listeners.append(lambda event: feed.publish(event.chat_id, event))
         indexing = asyncio.create_task(memory.indexer.run()) if memory.indexer else None
         extracting = asyncio.create_task(extractor.run()) if extractor else None
+        compressing = asyncio.create_task(compressor.run()) if (
+            compressor and compressor.config.interval_seconds > 0) else None
         # Steps whose worker died are closed even if nobody steps on their chat again.
         sweeping = asyncio.create_task(sweep_forever(steps, every=settings.lease_ttl_seconds))
         try:
@@ -450,7 +467,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
         finally:
             sweeping.cancel()
             await asyncio.gather(sweeping, return_exceptions=True)
-            for worker in (indexing, extracting):
+            for worker in (indexing, extracting, compressing):
                 if worker is not None:
                     worker.cancel()
                     await asyncio.gather(worker, return_exceptions=True)

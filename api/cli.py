@@ -234,36 +234,70 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _memory(args: argparse.Namespace) -> int:
-    """`jin memory compress --dry-run`: what time compression would merge now."""
+    """`jin memory compress`: write time compression's summaries now (one pass, then the purge
+    of expired sources), or with `--dry-run` show what it would merge."""
     import asyncio
     from datetime import UTC, datetime
 
+    from api.embedders import build_embedder, embedder_server
     from db.engine import create_engine
-    from memory.events.compression import plan
-    from memory.events.listing import dated_events
+    from llm.openai import OpenAIChatModel
+    from llm.provider import Provider
+    from memory.events.compression import Merge, plan
+    from memory.events.compression_store import PostgresCompressionStore
+    from memory.events.compressor import Compressor
+    from memory.events.schema import load_schemas
+    from memory.events.store import PostgresEventStore
 
-    if not args.dry_run:
-        print("jin memory compress: only --dry-run is built yet (summaries are not written)",
-              file=sys.stderr)
-        return 2
+    settings = Settings()
 
-    async def run(url: str) -> int:
-        engine = create_engine(url, pool_size=1)
-        try:
-            events = await dated_events(engine, args.tenant, args.user)
-        finally:
-            await engine.dispose()
+    def shown(n: int, total: int, merge: Merge, outcome: str) -> None:
+        print(f"[{n}/{total}] {merge.owner[0]}/{merge.owner[1]} {merge.topic!r} {merge.level} "
+              f"{merge.start.date()}: {len(merge.sources)} events {outcome}", file=sys.stderr)
+
+    async def dry_run(store: PostgresCompressionStore) -> int:
+        events = await store.dated(args.tenant, args.user)
         now = datetime.now(UTC)
         merges = plan(events, now)
         print(json.dumps({
             "now": now.isoformat(), "events": len(events),
             "would_merge": sum(len(m.sources) for m in merges), "summaries": len(merges),
-            "merges": [{"owner": m.owner, "topic": m.topic, "level": m.level,
-                        "start": m.start.isoformat(), "end": m.end.isoformat(),
-                        "sources": list(m.sources)} for m in merges]}, indent=2))
+            "merges": [{"owner": f"{m.owner[0]}/{m.owner[1]}", "topic": m.topic,
+                        "level": m.level, "start": m.start.isoformat(),
+                        "end": m.end.isoformat(), "sources": list(m.sources)}
+                       for m in merges]}, indent=2))
         return 0
 
-    with _migrated(Settings()) as url:
+    async def run(url: str) -> int:
+        engine = create_engine(url, pool_size=2)
+        servers: list[Provider] = []
+        try:
+            store = PostgresCompressionStore(engine)
+            if args.dry_run:
+                return await dry_run(store)
+            # The helper writes the summaries; without a helper server (the embedded model is
+            # not started for this), each is its events' texts merged.
+            configured = settings.provider("helper")
+            helper = Provider(configured, settings.http_config()) if configured else None
+            embedding = embedder_server(settings)
+            servers += [s for s in (helper, embedding) if s is not None]
+            embedder, provider = build_embedder(settings, embedding)
+            if helper is None:
+                print("jin memory compress: no helper server (JIN_HELPER_URL): each summary "
+                      "is its events' texts merged", file=sys.stderr)
+            compressor = Compressor(store, OpenAIChatModel(helper) if helper else None,
+                                    embedder, provider.model, settings.compressor_config(),
+                                    cards=PostgresEventStore(engine),
+                                    schemas=load_schemas(settings.memory_schemas))
+            done = await compressor.compress(args.tenant, args.user, progress=shown)
+            print(json.dumps(done.to_json(), indent=2))
+            return 0
+        finally:
+            for server in servers:
+                await server.aclose()
+            await engine.dispose()
+
+    with _migrated(settings) as url:
         return asyncio.run(run(url))
 
 
@@ -342,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     memory_sub = memory.add_subparsers(dest="memory", required=True)
     compress = memory_sub.add_parser(
         "compress", help="merge quiet topics' old events into summaries (the ladder: daily "
-        "within a week, weekly within a month, monthly within a year, yearly after)")
+        "within a week, weekly within a month, monthly within a year, yearly after), then "
+        "purge merged events whose TTL ran out")
     compress.add_argument("--dry-run", action="store_true",
                           help="show what would be merged, change nothing")
     compress.add_argument("--tenant", help="only this tenant's events")

@@ -21,6 +21,7 @@ from api.metrics import Metrics
 from api.role_status import RoleProbe
 from chat.ports import TranscriptStore
 from llm.types import ProviderConfig
+from memory.events.compressor import Compressor
 from memory.events.extractor import Extractor
 from memory.events.listing import EventListing
 from memory.indexer import Indexer
@@ -47,6 +48,7 @@ class Runtime:
     # Event and entity extraction: told of each chat whose step ended (never waited for).
     extractor: Extractor | None = None
     event_listing: EventListing | None = None  # /v1/events and /v1/entities
+    compressor: Compressor | None = None  # TIME_COMPRESS, with event memory (/v1/status)
 
     def abort_local(self, step_id: uuid.UUID) -> None:
         """An abort for a step: acted on if this worker runs it (from the route or a NOTIFY)."""

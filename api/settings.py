@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm.types import HTTPConfig, ProviderConfig
 from memory.events import SchemaError
+from memory.events.compressor import CompressorConfig
 from memory.events.extractor import ExtractorConfig
 from memory.events.matcher import MatchConfig
 from memory.events.schema import load_schemas
@@ -157,6 +159,12 @@ class Settings(BaseSettings):
     events_claim_seconds: float = Field(default=300.0, gt=0)  # a dead worker's batch returns
     events_max_attempts: int = Field(default=3, ge=1, le=100)  # helper failures of a batch
     events_patch_threshold: float = Field(default=0.8, gt=0, le=1)  # approximate SEARCH match
+    # TIME_COMPRESS (memory/events/compressor.py), while event memory is on: each worker's pass
+    # every so often (0: none; `jin memory compress` still runs one), how long a merged event is
+    # kept after its summary is written, and the helper's summary.
+    events_compress_interval_seconds: float = Field(default=3600.0, ge=0)
+    events_compress_ttl_hours: float = Field(default=168.0, ge=0)
+    events_compress_max_tokens: int = Field(default=400, gt=0)
     # L1 runtime memory (orchestrator/runtime_memory.py): the helper's compact state of each chat,
     # rewritten after every turn, versioned, and fenced into the next prompt. Unset: on when the
     # helper is a configured server, off with the embedded one (see runtime_memory_on).
@@ -342,6 +350,14 @@ class Settings(BaseSettings):
             idle_seconds=self.events_idle_seconds, claim_seconds=self.events_claim_seconds,
             max_attempts=self.events_max_attempts,
             match=MatchConfig(threshold=self.events_patch_threshold))
+
+    def compressor_config(self) -> CompressorConfig:
+        """CompressorConfig from every `JIN_EVENTS_COMPRESS_*`."""
+        return CompressorConfig(
+            interval_seconds=self.events_compress_interval_seconds,
+            ttl=timedelta(hours=self.events_compress_ttl_hours),
+            max_tokens=self.events_compress_max_tokens,
+            claim_seconds=self.events_claim_seconds)
 
     def runtime_memory_config(self) -> RuntimeMemoryConfig:
         """RuntimeMemoryConfig from every `JIN_L1_*`."""

@@ -28,6 +28,12 @@ Before = Annotated[str | None, Query(max_length=200, pattern=CURSOR,
                                      description="`next` of the previous page")]
 
 
+class SummarySourceOut(BaseModel):
+    id: uuid.UUID
+    kept: bool = Field(description="false once purged (or deleted); the pointer stays")
+    expires_at: datetime | None = Field(description="when the purge may remove it")
+
+
 class EventOut(BaseModel):
     id: uuid.UUID
     chat_id: uuid.UUID | None = Field(description="null once the chat is deleted")
@@ -39,9 +45,14 @@ class EventOut(BaseModel):
     started_at: datetime
     ended_at: datetime
     created_at: datetime
-    compressed_into: uuid.UUID | None
+    compressed_into: uuid.UUID | None = Field(description="the summary it was merged into")
+    expires_at: datetime | None = Field(
+        description="a merged event's TTL: the purge removes it after this")
+    level: str | None = Field(
+        description="a summary's rung (daily, weekly, monthly, yearly); null for an event")
     compressed_from: list[uuid.UUID] = Field(description="a summary event's sources")
-    expires_at: datetime | None
+    sources: list[SummarySourceOut] = Field(
+        description="a summary's sources, each with its expiry while kept")
 
 
 class EventPage(BaseModel):
@@ -131,7 +142,8 @@ async def list_entities(runtime: RuntimeDep, tenant: TenantDep, user_id: UserId,
 @router.delete("/v1/events/{event_id}", status_code=204, responses=problems.responses(404))
 async def delete_event(event_id: uuid.UUID, runtime: RuntimeDep, tenant: TenantDep,
                        user_id: UserId) -> Response:
-    """Delete an event. The card versions it changed keep its id, marked deleted."""
+    """Delete an event. The card versions it changed keep its id, marked deleted. A deleted
+    summary gives its sources still kept back as events, without their TTL."""
     if not await _listing(runtime).delete_event(tenant, user_id, event_id):
         raise Problem(404, "event_not_found", f"event {event_id} does not exist")
     return Response(status_code=204)

@@ -107,6 +107,10 @@ async def status(runtime: RuntimeDep) -> dict[str, Any]:
     # (never silent: OpenViking #4580), items kept and dropped, batches waiting, given up.
     memory["extraction"] = ({"enabled": True, **await runtime.extractor.store.counts()}
                             if runtime.extractor is not None else {"enabled": False})
+    # TIME_COMPRESS: summaries written, events merged into them and purged since, sources
+    # waiting for their TTL to run out.
+    memory["compression"] = ({"enabled": True, **await runtime.compressor.store.counts()}
+                             if runtime.compressor is not None else {"enabled": False})
     # The runtime layers on in this deployment (L1 and event extraction follow the helper
     # unless set: docs/configuration.md).
     memory["runtime"] = {"l1": deps.runtime_memory is not None,

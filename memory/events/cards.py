@@ -6,14 +6,18 @@ its field's text alone, so the hint is moved by the lines above the field first.
 changes as its `Op` says; a patch that cannot apply (missing, ambiguous, too costly) is dropped
 and counted like any invalid item, and the card's other updates of the batch still apply.
 
-All updates of one batch to one card make one new version, with the events behind them.
+All updates of one batch to one card make one new version, with the events behind them. A
+field reads only the events of its window (`filters.within`): an update backed only by events
+that ended longer ago than that (an old chat imported, a batch extracted late) leaves the field
+as it is, dropped and counted as `outside_window`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from memory.events.matcher import MatchConfig
@@ -90,6 +94,35 @@ def field_offset(kind: EntityType, fields: Mapping[str, Any], name: str) -> int:
             return lines
         lines += _value_text(value).count("\n") + 1
     return 0
+
+
+def in_window(schemas: Schemas, updates: Sequence[Update], ended: Sequence[datetime],
+              now: datetime) -> tuple[list[Update], list[Dropped]]:
+    """The updates with only the source events their field's `filters.within` reads (those that
+    ended within that span before `now`; `ended` by event index); an update left with none is
+    dropped."""
+    kept: list[Update] = []
+    dropped: list[Dropped] = []
+    for update in updates:
+        kind = schemas.entity(update.entity)
+        field = kind.field(update.field) if kind is not None else None
+        within = field.aggregate.filters.within if field is not None else None
+        if within is None:
+            kept.append(update)
+            continue
+        sources = tuple(i for i in update.sources if now - ended[i] <= within)
+        if sources:
+            kept.append(replace(update, sources=sources))
+            continue
+        newest = min(now - ended[i] for i in update.sources)
+        dropped.append(Dropped(
+            f"{update.entity}.{update.field}", "outside_window",
+            f"its newest event ended {_days(newest)} ago; the field reads {_days(within)}"))
+    return kept, dropped
+
+
+def _days(span: timedelta) -> str:
+    return f"{span.total_seconds() / 86400:.1f} days"
 
 
 def apply_updates(

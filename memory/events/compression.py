@@ -7,9 +7,12 @@ monthly within a year, yearly after that. A topic is active while it has an even
 detail window: none of its events merge then (its branch is still growing). A period with one
 event alone has nothing to merge with and stays as it is.
 
-This module plans; writing the summaries (the helper's text), the sources' TTL and the purge
-that removes them only once their summary is committed are the store's (not yet written: `jin
-memory compress --dry-run` shows the plan).
+A summary is an event too (its `level` says which rung wrote it), so summaries merge again up
+the ladder: a week's daily summaries become one weekly summary once the week is past.
+
+This module plans (`jin memory compress --dry-run` shows the plan); memory/events/compressor.py
+writes the summaries, and memory/events/compression_store.py gives the sources their TTL in the
+summary's transaction and purges them only once their summary is committed.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ class Dated:
     """An event as compression sees it."""
 
     id: str
-    owner: str  # tenant and user, as one label: events of two users never merge
+    owner: tuple[str, str]  # tenant and user: events of two users never merge
     topic: str
     type: str
     at: datetime  # when it happened (its last source message)
@@ -47,7 +50,7 @@ class Dated:
 class Merge:
     """Events of one owner, topic and period that would become one summary event."""
 
-    owner: str
+    owner: tuple[str, str]  # tenant and user
     topic: str
     level: Level
     start: datetime  # the period, [start, end)
@@ -84,8 +87,8 @@ def period(at: datetime, level: Level) -> tuple[datetime, datetime]:
 
 def plan(events: Iterable[Dated], now: datetime) -> list[Merge]:
     """The merges the ladder asks for now, by owner, topic and period."""
-    by_topic: dict[tuple[str, str], list[Dated]] = {}
-    names: dict[tuple[str, str], str] = {}
+    by_topic: dict[tuple[tuple[str, str], str], list[Dated]] = {}
+    names: dict[tuple[tuple[str, str], str], str] = {}
     for event in events:
         key = (event.owner, topic_key(event.topic))
         by_topic.setdefault(key, []).append(event)

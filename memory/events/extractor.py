@@ -21,13 +21,14 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from llm.completion import Completion, complete
 from llm.errors import LLMError
 from llm.ports import ChatModel, Embedder
 from llm.types import CompletionRequest, PromptMessage, Role
-from memory.events.cards import apply_updates, card_key, render
+from memory.events.cards import apply_updates, card_key, in_window, render
 from memory.events.extraction import read_extraction
 from memory.events.matcher import MatchConfig
 from memory.events.prompt import compile_prompt, messages
@@ -161,13 +162,15 @@ class Extractor:
     async def _finish(self, batch: Claimed, holder: uuid.UUID, rows: list[Message],
                       extraction: Extraction, digest: str | None) -> Extracted:
         events = [_new_event(e, rows) for e in extraction.events]
+        # Each field reads the events of its window (filters.within) as of now.
+        updates, outside = in_window(self.schemas, extraction.updates,
+                                     [e.ended_at for e in events], datetime.now(UTC))
         for _ in range(WRITE_TRIES):
-            keys = sorted({card_key(u) for u in extraction.updates})
+            keys = sorted({card_key(u) for u in updates})
             cards = await self.store.cards(batch.tenant_id, batch.user_id, keys)
-            changes, refused = apply_updates(self.schemas, cards, extraction.updates,
-                                             self.config.match)
+            changes, refused = apply_updates(self.schemas, cards, updates, self.config.match)
             drops = extraction.reasons()
-            drops.update(d.reason for d in refused)
+            drops.update(d.reason for d in [*outside, *refused])
             items = len(events) + sum(c.applied for c in changes)
             outcome = Outcome(items=items, dropped=sum(drops.values()),
                               empty=digest is not None and items == 0, drops=dict(drops),

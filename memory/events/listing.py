@@ -12,15 +12,13 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.statements import connect, fetch
-from memory.events.compression import Dated
 
 Cursor = tuple[datetime, uuid.UUID]
 
 _EVENTS = text("""
 SELECT e.id, e.chat_id, e.type, e.topic, e.properties, e.summary, e.source_message_ids,
-       e.started_at, e.ended_at, e.created_at, e.compressed_into, e.expires_at,
-       ARRAY(SELECT s.id FROM events s WHERE s.compressed_into = e.id ORDER BY s.started_at)
-           AS compressed_from
+       e.started_at, e.ended_at, e.created_at, e.compressed_into, e.expires_at, e.level,
+       e.source_event_ids
 FROM events e
 WHERE e.tenant_id = :t AND e.user_id = :u
   AND (CAST(:at AS timestamptz) IS NULL OR (e.created_at, e.id) < (:at, CAST(:id AS uuid)))
@@ -42,15 +40,21 @@ _SOURCES = text("""
 SELECT id, type, topic, summary, created_at FROM events
 WHERE tenant_id = :t AND user_id = :u AND id = ANY(CAST(:ids AS uuid[]))""")
 
-# Events not yet merged into a summary, of everyone or of one tenant (and user).
-_DATED = text("""
-SELECT id, tenant_id, user_id, topic, type, ended_at FROM events
-WHERE compressed_into IS NULL
-  AND (CAST(:t AS text) IS NULL OR tenant_id = :t) AND (CAST(:u AS text) IS NULL OR user_id = :u)
-ORDER BY tenant_id, user_id, ended_at""")
+# A summary's sources that are still kept: when each expires (the purged ones are absent).
+_KEPT = text("""
+SELECT id, expires_at FROM events
+WHERE tenant_id = :t AND user_id = :u AND id = ANY(CAST(:ids AS uuid[]))""")
 
-_DELETE_EVENT = text(
-    "DELETE FROM events WHERE tenant_id = :t AND user_id = :u AND id = :id RETURNING id")
+# A deleted summary gives its sources back as they were before the merge (the foreign key's
+# SET NULL clears their pointer; their TTL goes here, so the purge never takes them).
+_DELETE_EVENT = text("""
+WITH gone AS (
+    DELETE FROM events WHERE tenant_id = :t AND user_id = :u AND id = :id RETURNING id
+), back AS (
+    UPDATE events SET expires_at = NULL
+    WHERE tenant_id = :t AND user_id = :u AND compressed_into IN (SELECT id FROM gone)
+)
+SELECT id FROM gone""")
 _DELETE_ENTITY = text(
     "DELETE FROM entities WHERE tenant_id = :t AND user_id = :u AND id = :id RETURNING id")
 
@@ -67,7 +71,11 @@ class EventListing:
         async with connect(self._db) as conn:
             rows = await fetch(conn, _EVENTS, {"t": tenant_id, "u": user_id, "n": limit,
                                                **_after(before)})
-        return [_event(r) for r in rows]
+            wanted = list({i for r in rows for i in r["source_event_ids"]})
+            kept = await fetch(conn, _KEPT, {"t": tenant_id, "u": user_id,
+                                             "ids": wanted}) if wanted else []
+        expiry = {k["id"]: k["expires_at"] for k in kept}
+        return [_event(r, expiry) for r in rows]
 
     async def entities(self, tenant_id: str, user_id: str, limit: int,
                        before: Cursor | None) -> list[dict[str, Any]]:
@@ -105,20 +113,11 @@ class EventListing:
                                                            "id": entity_id}))
 
 
-async def dated_events(engine: AsyncEngine, tenant_id: str | None,
-                       user_id: str | None) -> list[Dated]:
-    """Events time compression may merge (`jin memory compress`)."""
-    async with connect(engine) as conn:
-        rows = await fetch(conn, _DATED, {"t": tenant_id, "u": user_id})
-    return [Dated(str(r["id"]), f"{r['tenant_id']}/{r['user_id']}", r["topic"], r["type"],
-                  r["ended_at"]) for r in rows]
-
-
 def _after(before: Cursor | None) -> dict[str, Any]:
     return {"at": before[0] if before else None, "id": before[1] if before else None}
 
 
-def _event(r: Any) -> dict[str, Any]:
+def _event(r: Any, expiry: dict[uuid.UUID, datetime | None]) -> dict[str, Any]:
     return {
         "id": str(r["id"]), "chat_id": str(r["chat_id"]) if r["chat_id"] else None,
         "type": r["type"], "topic": r["topic"], "properties": r["properties"],
@@ -126,9 +125,17 @@ def _event(r: Any) -> dict[str, Any]:
         "started_at": r["started_at"].isoformat(), "ended_at": r["ended_at"].isoformat(),
         "created_at": r["created_at"].isoformat(),
         "compressed_into": str(r["compressed_into"]) if r["compressed_into"] else None,
-        "compressed_from": [str(s) for s in r["compressed_from"]],
-        "expires_at": r["expires_at"].isoformat() if r["expires_at"] else None,
+        "expires_at": _iso(r["expires_at"]),
+        "level": r["level"],
+        "compressed_from": [str(s) for s in r["source_event_ids"]],
+        # A summary's pointers: each source, while kept, with when the purge may take it.
+        "sources": [{"id": str(s), "kept": s in expiry,
+                     "expires_at": _iso(expiry.get(s))} for s in r["source_event_ids"]],
     }
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
 
 
 def _source(event_id: uuid.UUID, row: Any) -> dict[str, Any]:

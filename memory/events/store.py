@@ -24,7 +24,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from db.statements import connect, fetch, json_text
+from db.statements import Connection, connect, fetch, json_text
 from llm.ports import Embedding
 from memory.events import EventsError
 from memory.events.cards import Card, CardChange, CardKey
@@ -228,7 +228,7 @@ class PostgresEventStore:
                             n: int) -> list[Card]:
         async with connect(self._db) as conn:
             rows = await fetch(conn, _NEAREST, {"t": tenant_id, "u": user_id, "n": n,
-                                                "v": _vector(vector)})
+                                                "v": vector_param(vector)})
         return [_card(r) for r in rows]
 
     async def cards(self, tenant_id: str, user_id: str, keys: Sequence[CardKey]) -> dict[
@@ -293,26 +293,27 @@ class PostgresEventStore:
                     "properties": [json_text(e.properties) for e in events],
                     "summaries": [e.summary for e in events],
                     "sources": [json_text([str(s) for s in e.sources]) for e in events],
-                    "vectors": [_vector(v) for v in event_vectors],
+                    "vectors": [vector_param(v) for v in event_vectors],
                     "starts": [e.started_at for e in events],
                     "ends": [e.ended_at for e in events]})
             ids = [e.id for e in events]
             for change, vector in zip(changes, card_vectors, strict=True):
-                params = {"t": batch.tenant_id, "u": batch.user_id, "type": change.entity,
-                          "key": change.key, "fields": json_text(change.fields),
-                          "card": change.card, "v": _vector(vector), "embedder": embedder,
-                          "version": change.version}
-                if change.version == 0:
-                    row = await fetch(conn, _NEW_CARD, {**params, "id": uuid.uuid4()})
-                else:
-                    row = await fetch(conn, _NEXT_CARD, params)
-                if not row:  # written meanwhile by another batch of the user
-                    raise _Stale
-                await fetch(conn, _VERSION, {
-                    "id": row[0]["id"], "version": row[0]["version"],
-                    "fields": json_text(change.fields), "card": change.card,
-                    "patch": change.patch, "sources": [ids[i] for i in change.sources],
-                    "batch": batch.id})
+                await _write_card(conn, batch.tenant_id, batch.user_id, change, vector,
+                                  embedder, [ids[i] for i in change.sources], batch.id)
+
+    async def save_card(self, tenant_id: str, user_id: str, change: CardChange,
+                        vector: Embedding | None, embedder: str | None,
+                        sources: Sequence[uuid.UUID]) -> bool:
+        """A card's next version written outside any batch (a field compression writes), with
+        the events behind it; False when the card changed since it was read."""
+        try:
+            async with connect(self._db) as conn, conn.raw.transaction():
+                await fetch(conn, _USER_LOCK, {"t": tenant_id, "u": user_id})
+                await _write_card(conn, tenant_id, user_id, change, vector, embedder,
+                                  list(sources), None)
+        except _Stale:
+            return False
+        return True
 
     async def counts(self) -> dict[str, int]:
         """Every batch so far: done, empty, items kept and dropped, pending, failed."""
@@ -325,6 +326,26 @@ class _Stale(EventsError):
     """A card changed under the write: the transaction is rolled back."""
 
 
+async def _write_card(conn: Connection, tenant_id: str, user_id: str, change: CardChange,
+                      vector: Embedding | None, embedder: str | None,
+                      sources: list[uuid.UUID], batch: uuid.UUID | None) -> None:
+    """The card's next version and its row in entity_versions; raises _Stale when the card is
+    not at `change.version` any more."""
+    params = {"t": tenant_id, "u": user_id, "type": change.entity, "key": change.key,
+              "fields": json_text(change.fields), "card": change.card,
+              "v": vector_param(vector) if vector is not None else None,
+              "embedder": embedder if vector is not None else None, "version": change.version}
+    if change.version == 0:
+        row = await fetch(conn, _NEW_CARD, {**params, "id": uuid.uuid4()})
+    else:
+        row = await fetch(conn, _NEXT_CARD, params)
+    if not row:  # written meanwhile by another batch of the user
+        raise _Stale
+    await fetch(conn, _VERSION, {
+        "id": row[0]["id"], "version": row[0]["version"], "fields": json_text(change.fields),
+        "card": change.card, "patch": change.patch, "sources": sources, "batch": batch})
+
+
 def _card(row: Any) -> Card:
     fields = row["fields"]
     return Card(row["type"], row["key"],
@@ -332,5 +353,6 @@ def _card(row: Any) -> Card:
                 row["version"])
 
 
-def _vector(vector: Embedding) -> Vector:
+def vector_param(vector: Embedding) -> Vector:
+    """A vector as a pgvector parameter."""
     return Vector(np.asarray(vector, dtype=np.float32))

@@ -298,6 +298,7 @@ async def test_status_reports_memory_and_the_tools_can_be_turned_off(
         assert memory == {"enabled": True, "problem": None, "recall": "hybrid", "tools": False,
                           "index_queue": 0, "index_parked": 0,
                           "extraction": {"enabled": False},  # (the fixtures' default)
+                          "compression": {"enabled": False},  # (with extraction)
                           "runtime": {"l1": False, "l2": False, "l3": False}}
         chat_id = await new_chat(c)
         model.push(Reply(["ok"]))

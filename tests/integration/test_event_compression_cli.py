@@ -1,5 +1,5 @@
-"""`jin memory compress --dry-run` on a real database: what the ladder would merge, of whom,
-and nothing changed."""
+"""`jin memory compress` on a real database: `--dry-run` shows what the ladder would merge, of
+whom, and changes nothing; without it, the summaries are written with progress shown."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ async def _sql(url: str, statement: str, *args: object) -> list[asyncpg.Record]:
         await conn.close()
 
 
-def test_a_dry_run_shows_the_merges_and_changes_nothing(
+def test_a_dry_run_changes_nothing_and_a_run_writes_the_summaries(
     database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     now = datetime.now(UTC)
@@ -51,7 +51,25 @@ def test_a_dry_run_shows_the_merges_and_changes_nothing(
 
     assert jin(["memory", "compress", "--dry-run"]) == 0  # every tenant: two merges
     assert json.loads(capsys.readouterr().out)["summaries"] == 2
-    assert jin(["memory", "compress"]) == 2  # only the dry run is built
     left = asyncio.run(_sql(database_url, "SELECT count(*) AS n FROM events "
                                           "WHERE compressed_into IS NULL"))
     assert left[0]["n"] == 6
+
+    # Written, for one tenant: no helper server here, so the summary is the events' texts.
+    monkeypatch.delenv("JIN_HELPER_URL", raising=False)
+    assert jin(["memory", "compress", "--tenant", "acme"]) == 0
+    out = capsys.readouterr()
+    done = json.loads(out.out)
+    assert (done["summaries"], done["compressed"], done["fallbacks"]) == (1, 2, 1)
+    assert "[1/1] acme/ann 'garden' weekly" in out.err and "2 events merged" in out.err
+    [summary] = asyncio.run(_sql(database_url, "SELECT * FROM events WHERE level IS NOT NULL"))
+    assert (summary["tenant_id"], summary["user_id"], summary["level"]) == ("acme", "ann",
+                                                                           "weekly")
+    assert summary["summary"].startswith("garden, weekly from ")
+    assert summary["embedding"] is not None  # embedded by the built-in model, for recall
+    sources = asyncio.run(_sql(database_url, "SELECT compressed_into, expires_at FROM events "
+                                             "WHERE id = ANY($1::uuid[])",
+                               summary["source_event_ids"]))
+    assert all(s["compressed_into"] == summary["id"] and s["expires_at"] for s in sources)
+    assert jin(["memory", "compress", "--dry-run", "--tenant", "acme"]) == 0
+    assert json.loads(capsys.readouterr().out)["summaries"] == 0  # nothing left to merge

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memory.events.cards import Card, apply_updates, field_offset, render
+from memory.events.cards import Card, apply_updates, field_offset, in_window, render
 from memory.events.matcher import MatchConfig
 from memory.events.schema import Op, load_schemas
 from memory.events.types import Update
@@ -88,3 +89,22 @@ def test_updates_that_change_nothing_make_no_version() -> None:
     changes, dropped = apply_updates(SCHEMAS, {("task", "x"): card}, [
         update("task", "started_on", "immutable", "2026-12-01", key="x")], MatchConfig())
     assert (changes, dropped) == ([], [])
+
+
+def test_a_field_reads_only_the_events_of_its_window() -> None:
+    now = datetime(2026, 12, 3, 12, tzinfo=UTC)
+    ended = [now - timedelta(days=200), now - timedelta(days=10), now - timedelta(days=95)]
+    # task.hours_spent sums task updates within 90 days; task.status has no window.
+    updates = [update("task", "hours_spent", "sum", 3, key="fence", sources=(0, 1)),
+               update("task", "hours_spent", "sum", 5, key="fence", sources=(2,)),
+               update("task", "status", "replace", "done", key="fence", sources=(0,))]
+    kept, dropped = in_window(SCHEMAS, updates, ended, now)
+    assert [(u.field, u.value, u.sources) for u in kept] == [
+        ("hours_spent", 3, (1,)), ("status", "done", (0,))]
+    [outside] = dropped
+    assert (outside.path, outside.reason) == ("task.hours_spent", "outside_window")
+    assert "95.0 days ago" in outside.detail and "90.0 days" in outside.detail
+
+    card = Card("task", "fence", {"hours_spent": 1}, 2)
+    [change], _ = apply_updates(SCHEMAS, {("task", "fence"): card}, kept, MatchConfig())
+    assert change.fields == {"hours_spent": 4, "status": "done"}  # the 5 hours were outside
