@@ -10,7 +10,7 @@ import dataclasses
 import os
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -136,6 +136,11 @@ class Settings(BaseSettings):
     recall_fact_weight: float | None = Field(default=None, ge=0)
     recall_assistant_weight: float | None = Field(default=None, ge=0)
     recall_duplicate_overlap: float | None = Field(default=None, gt=0, le=1)
+    # Unset: events and cards are recalled where they are extracted (`events_on`).
+    recall_events: bool | None = None
+    recall_event_weight: float | None = Field(default=None, ge=0)
+    recall_entity_weight: float | None = Field(default=None, ge=0)
+    recall_type_weights: dict[str, Annotated[float, Field(ge=0)]] | None = None
     recall_keyword_scan: int | None = Field(default=None, gt=0)
     recall_bm25_k1: float | None = Field(default=None, ge=0)
     recall_bm25_b: float | None = Field(default=None, ge=0, le=1)
@@ -326,6 +331,9 @@ class Settings(BaseSettings):
         names = {f.name for f in dataclasses.fields(RecallConfig)} - {"enabled"}
         given = {n: getattr(self, f"recall_{n}") for n in names}
         set_ = {k: v for k, v in given.items() if v is not None}
+        if self.recall_type_weights is not None:
+            set_["type_weights"] = tuple(sorted(self.recall_type_weights.items()))
+        set_.setdefault("events", self.events_on())
         return RecallConfig(enabled=self.recall, **set_)
 
     def runtime_memory_on(self) -> bool:

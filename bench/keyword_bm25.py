@@ -6,7 +6,7 @@
 A user's newest `--matches` rows all match the question (the most `keyword_scan` lets the
 keyword list rank). Each row has `--words` words of a 3,000-word vocabulary, of which `--hits`
 are words of the question. The same question, the same rows, ranked by:
-- jin: memory/recall_store.py's own `_bm25` CTEs (a row's question terms cut out of its vector
+- jin: memory/recall_lists.py's own `bm25_list` CTEs (a row's question terms cut out of its vector
   with `setweight` and `ts_filter`, its length `length(tsv)`);
 - the form before (commit 047cb21): every lexeme of every row unnested, then joined with the
   question's terms and summed per row.
@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
 from bench.harness import database  # noqa: E402
 from db.engine import async_url  # noqa: E402
-from memory.recall_store import _QUERY_TERMS, _bm25  # noqa: E402
+from memory.recall_lists import QUERY_TERMS, bm25_list  # noqa: E402
 
 VOCABULARY = [f"w{i}x" for i in range(3000)]
 QUESTION = VOCABULARY[:15]
@@ -70,7 +70,7 @@ BEFORE = """{name}x AS MATERIALIZED ({matches}
 
 
 def statement(ctes: str) -> str:
-    return f"WITH {_QUERY_TERMS}{ctes} SELECT id, score FROM km ORDER BY r"
+    return f"WITH {QUERY_TERMS}{ctes} SELECT id, score FROM km ORDER BY r"
 
 
 def rows(n: int, words: int, hits: int, rng: random.Random) -> list[dict[str, object]]:
@@ -85,7 +85,7 @@ def rows(n: int, words: int, hits: int, rng: random.Random) -> list[dict[str, ob
 async def measure(url: str, args: argparse.Namespace) -> None:
     engine = create_async_engine(async_url(url))
     forms = {
-        "jin": statement(_bm25("km", MATCHES, "SELECT count(*) FROM bench_rows")),
+        "jin": statement(bm25_list("km", MATCHES, "SELECT count(*) FROM bench_rows")),
         "before": statement(BEFORE.format(name="km", matches=MATCHES,
                                           docs="SELECT count(*) FROM bench_rows")),
     }

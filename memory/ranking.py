@@ -5,8 +5,9 @@ for memos of the words and key terms of rows it read (`_WORDS`, `_TERMS`).
                 ├─ reciprocal rank fusion ─ × recency ─ × weight ─ collapse ─ cut to budget
   keyword list ─┘
 
-Candidates come from memory/recall_store.py: past messages of the user and their durable facts, each
-with its rank in the dense (pgvector) and keyword (full-text) lists it appeared in.
+Candidates come from memory/recall_store.py: past messages of the user and their durable facts,
+and (memory/event_recall.py) their events and entity cards, each with its rank in the dense
+(pgvector) and keyword (full-text) lists of its source it appeared in.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Literal
 from llm.ports import Embedding
 from memory.facts import key_terms
 
-Source = Literal["message", "fact"]
+Source = Literal["message", "fact", "event", "entity"]
 Mode = Literal["hybrid", "dense", "keyword"]
 
 
@@ -67,6 +68,14 @@ class RecallConfig:
     # or an assistant that restates what it was told, half the evidence is there (0.8 lost 0.04
     # of R@10 on the long-conversation set, and gained 0.01 on the first synthetic set).
     assistant_weight: float = 1.0
+    # Events and entity cards (memory/events/) are recalled beside messages and facts, each
+    # source with its own dense and keyword lists, weighed by its type: `type_weights` (an event
+    # or entity type and its weight), else the source's weight. A card is what the user's events
+    # came to, so it outranks a message of the same relevance, as a fact does.
+    events: bool = True
+    event_weight: float = 1.0
+    entity_weight: float = 1.3
+    type_weights: tuple[tuple[str, float], ...] = ()
     duplicate_overlap: float = 0.9  # share of words two items have in common to be one
     budget_tokens: int = 600
     max_items: int = 10
@@ -79,7 +88,7 @@ class Candidate:
     source: Source
     text: str
     created_at: datetime
-    role: str  # user / assistant for messages, "fact" for facts
+    role: str  # user / assistant for messages, "fact" for facts, the type of an event or entity
     chat_id: uuid.UUID | None = None
     importance: float = 0.5
     # 1-based rank in its dense list; for a message, the better of its own and that of the best
@@ -156,11 +165,21 @@ def recency(created_at: datetime, now: datetime, config: RecallConfig) -> float:
 
 
 def weight(candidate: Candidate, config: RecallConfig) -> float:
-    """Importance (0..1, 0.5 neutral) scaled around 1, times the weight of the source."""
-    base = config.fact_weight if candidate.source == "fact" else (
-        config.assistant_weight if candidate.role == "assistant" else 1.0
-    )
+    """Importance (0..1, 0.5 neutral) scaled around 1, times the weight of the source (of an
+    event's or entity's type, when `type_weights` names it)."""
+    if candidate.source == "fact":
+        base = config.fact_weight
+    elif candidate.source == "event" or candidate.source == "entity":
+        base = _type_weight(config.type_weights, candidate.role, config.event_weight
+                            if candidate.source == "event" else config.entity_weight)
+    else:
+        base = config.assistant_weight if candidate.role == "assistant" else 1.0
     return base * (0.5 + candidate.importance)
+
+
+@lru_cache(maxsize=1024)
+def _type_weight(weights: tuple[tuple[str, float], ...], type_: str, otherwise: float) -> float:
+    return next((w for name, w in weights if name == type_), otherwise)
 
 
 def _parts(
@@ -351,6 +370,10 @@ def render(item: Recalled) -> str:
     day = item.created_at.date().isoformat()
     if item.source == "fact":
         origin = f"fact {item.id}"  # whole: the `forget` tool takes it as it stands here
+    elif item.source == "event":
+        origin = f"event {item.role}"
+    elif item.source == "entity":
+        origin = f"{item.role} card"
     else:
         origin = f"{item.role} in chat {str(item.chat_id)[:8]}"
     text = " ".join(item.text.split())

@@ -5,6 +5,7 @@ Always scoped to one tenant and user.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -19,9 +20,9 @@ from pgvector import Vector
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from db.rows import built
 from db.statements import connect, fetch
 from llm.ports import Embedder, Embedding
+from memory.event_recall import event_candidates
 from memory.hnsw_membership import ANN_FROM, nearest
 from memory.indexer import MAX_CHARS
 from memory.ranking import (
@@ -33,6 +34,7 @@ from memory.ranking import (
     keyword_query,
     rank,
 )
+from memory.recall_lists import QUERY_TERMS, bm25_list, candidate_of, dense_list
 from memory.time_focus import focused
 
 _OWNER = "tenant_id = :t AND user_id = :u"
@@ -103,76 +105,6 @@ SCORE = """(((CASE WHEN dense_rank IS NULL THEN 0
       * (CASE WHEN source = 'fact' THEN CAST(:w_fact AS float8)
               WHEN role = 'assistant' THEN CAST(:w_assistant AS float8) ELSE 1 END
          * (0.5::float8 + importance)))"""
-# Keyword lists rank like BM25 (k1, b: `RecallConfig.bm25_*`): each query term weighted by its
-# rarity among the user's rows, its count in the row, and the row's length against the average.
-# Postgres ships no BM25 and the embedded server no extension for it, so it is computed here from
-# the full-text vectors of the matching rows, their lexemes being the tokens (stop words left
-# out). A term's document frequency is exact: every row that holds a term matches the OR of the
-# terms, so it is among the matches (of those `:scan` keeps). The number of rows is, for a user
-# in the HNSW indexes, their count in `recall_owners`, and for any other, counted (`_owned`); the
-# average length is that of the matching rows. The query's terms are its words' lexemes (stemmed
-# as the rows were) and the prefixes of its Cyrillic words (`keyword_query`), a prefix matching
-# every lexeme it begins. (tests/integration/test_recall_store.py checks the scores against a
-# reference BM25.)
-_QUERY_TERMS = """qt AS MATERIALIZED (
-    SELECT term, prefix,  -- a prefix's own query, for the rows it matches
-           CAST(format('''%s'':*', replace(term, '''', '''''')) AS tsquery) AS starts
-    FROM (SELECT DISTINCT u.lexeme AS term, w.prefix
-          FROM unnest(CAST(:words AS text[]), CAST(:prefix AS bool[])) AS w(word, prefix),
-               unnest(to_tsvector('jin_search', w.word)) u) t
-), """
-
-
-def _bm25(name: str, matches: str, docs: str) -> str:
-    """CTEs ending in `{name}`: the rows of `matches` (id, tsv), scored like BM25, ranked (`r`),
-    those below the floor left out, the best `:n` kept.
-
-    A row's exact query terms are cut out of its vector whole (`setweight` marks them,
-    `ts_filter` keeps them: the stored vectors carry no weights of their own) rather than every
-    lexeme of the row unnested and joined: 500 matches of ~150 words each took ~150 ms that way,
-    ~30 ms this one (bench/README.md, the keyword list's BM25). A prefix unnests only the rows
-    it matches. A row's length is its number of distinct lexemes (`length`, Singhal's "pivoted
-    unique" normalisation): its token count would need every lexeme unnested again."""
-    return f"""{name}x AS MATERIALIZED ({matches}
-), {name}l AS MATERIALIZED (  -- (the average on every row: a join to it was planned as a
-    -- loop that averaged again for each term of each row)
-    SELECT id, dl, greatest(avg(dl) OVER (), 1) AS avgdl
-    FROM (SELECT id, greatest(length(tsv), 1)::float8 AS dl FROM {name}x) d
-), {name}h AS MATERIALIZED (  -- the exact terms cut out whole, the few prefixes one by one
-    SELECT id, term, sum(tf) AS tf FROM (
-        SELECT x.id, u.lexeme AS term, greatest(cardinality(u.positions), 1) AS tf
-        FROM {name}x x, unnest(ts_filter(setweight(x.tsv, 'A', (SELECT coalesce(
-            array_agg(term), '{{}}') FROM qt WHERE NOT prefix)), '{{a}}')) u
-        UNION ALL
-        SELECT x.id, q.term, greatest(cardinality(u.positions), 1)
-        FROM qt q JOIN {name}x x ON q.prefix AND x.tsv @@ q.starts, unnest(x.tsv) u
-        WHERE starts_with(u.lexeme, q.term)) h
-    GROUP BY id, term
-), {name} AS MATERIALIZED (
-    -- (Rounded: a sum's last bits depend on the order its terms came in, which may differ
-    -- from one plan to the next; equal scores are then ranked by id, every time.)
-    SELECT id, score, row_number() OVER (ORDER BY round(score::numeric, 9) DESC, id) AS r FROM (
-      SELECT id, score, max(score) OVER () AS best FROM (
-        SELECT h.id, sum(t.idf * h.tf * (CAST(:k1 AS float8) + 1) / (h.tf + CAST(:k1 AS float8)
-                   * (1 - CAST(:b AS float8) + CAST(:b AS float8) * l.dl / l.avgdl))) AS score
-        FROM {name}h h JOIN {name}l l USING (id)
-        JOIN (SELECT term, ln(1 + (greatest(n.docs, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf
-              FROM (SELECT term, count(*) AS df FROM {name}h GROUP BY term) f,
-                   (SELECT ({docs})::float8 AS docs) n) t USING (term)
-        GROUP BY h.id) s0) s
-    WHERE score >= CAST(:min_keyword AS float8) * best  -- a share of the best match's score
-    ORDER BY r LIMIT :n
-)"""
-
-
-# A dense list: its rows nearer than the floor, ranked.
-def _dense(name: str, nearest_rows: str, key: str) -> str:
-    return f"""{name} AS MATERIALIZED (
-    SELECT {key} AS id, d, row_number() OVER (ORDER BY d) AS r FROM ({nearest_rows}) x
-    WHERE d <= 1 - CAST(:min_similarity AS float8)
-)"""
-
-
 # Expansion (`RecallConfig.fact_expansion`): a current fact found by either list is also a key of
 # the messages it was drawn from (`source_message_ids`: what the memory flush read), so a message
 # said in other words than the question is found through what was extracted from it. Each such
@@ -187,11 +119,12 @@ _EXPANDED = """xm AS MATERIALIZED (
     WHERE :expand AND {recallable}
     GROUP BY s.id
 )"""
-_LISTS = ", ".join([_dense("dm", "{dense}", "message_id"), _bm25("km", "{keyword}", "{docs}"),
-                    _dense("df", "{dense_facts}", "id"),
-                    _bm25("kf", "{keyword_facts}", "{fact_docs}"), _EXPANDED])
+_LISTS = ", ".join([dense_list("dm", "{dense}", "message_id"),
+                    bm25_list("km", "{keyword}", "{docs}"),
+                    dense_list("df", "{dense_facts}", "id"),
+                    bm25_list("kf", "{keyword_facts}", "{fact_docs}"), _EXPANDED])
 _CANDIDATES = f"""
-WITH {{rows}}{_QUERY_TERMS}{_LISTS}
+WITH {{rows}}{QUERY_TERMS}{_LISTS}
 (SELECT * FROM (
     SELECT 'message' AS source, m.id, m.content AS text, m.created_at, m.kind AS role,
            m.chat_id, 0.5::float8 AS importance, r.dense AS dense_rank,
@@ -384,7 +317,8 @@ class PostgresRecall:
         now: datetime | None = None,
     ) -> list[Candidate]:
         """The candidates the ranking puts first as of `now` (`SHORTLIST` times
-        `cfg.max_items` at most, in no set order: `rank` orders them)."""
+        `cfg.max_items` at most of messages and facts, and the events' and cards' lists when
+        `cfg.events`, in no set order: `rank` orders them)."""
         keyword = keyword_query(query) if cfg.mode != "dense" else None
         dense = vector is not None
         params = {
@@ -400,6 +334,17 @@ class PostgresRecall:
             "shown_at": shown_from[2] if shown_from else None,
             **_scoring(cfg, now or datetime.now(UTC)),
         }
+        if not cfg.events:
+            return await self._messages_and_facts(tenant_id, user_id, cfg, params)
+        # Two statements at once, on two connections: a step waits for the slower, not both.
+        found, events = await asyncio.gather(
+            self._messages_and_facts(tenant_id, user_id, cfg, params),
+            self._events(params))
+        return found + events
+
+    async def _messages_and_facts(
+        self, tenant_id: str, user_id: str, cfg: RecallConfig, params: dict[str, Any]
+    ) -> list[Candidate]:
         owner = (tenant_id, user_id)
         async with connect(self._db) as conn:
             if owner in self._small:
@@ -414,8 +359,12 @@ class PostgresRecall:
             if row["source"] == "user":  # whether the user's rows go into the index
                 self._learn(owner, small=not row["indexed"])
             else:
-                found.append(_candidate(row))
+                found.append(candidate_of(row))
         return found
+
+    async def _events(self, params: dict[str, Any]) -> list[Candidate]:
+        async with connect(self._db) as conn:
+            return await event_candidates(conn, params)
 
     def _learn(self, owner: tuple[str, str], *, small: bool) -> None:
         if not small:
@@ -443,13 +392,3 @@ def _scoring(cfg: RecallConfig, now: datetime) -> dict[str, Any]:
         "k1": cfg.bm25_k1, "b": cfg.bm25_b, "min_similarity": cfg.min_similarity,
         "min_keyword": cfg.min_keyword, "expand": cfg.fact_expansion,
     }
-
-
-def _candidate(row: Any) -> Candidate:
-    return built(  # every field (tests/unit/test_recall.py checks it)
-        Candidate, id=row["id"], source=row["source"], text=row["text"],
-        created_at=row["created_at"], role=row["role"], chat_id=row["chat_id"],
-        importance=row["importance"], dense_rank=row["dense_rank"],
-        keyword_rank=row["keyword_rank"], similarity=row["similarity"],
-        keyword_score=row["keyword_score"],
-    )

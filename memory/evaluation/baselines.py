@@ -38,7 +38,7 @@ def bm25_scores(query: Sequence[str], docs: Sequence[Sequence[str]], k1: float =
                 b: float = 0.75, *, unique_lengths: bool = False) -> list[float]:
     """The BM25 score of each document (token lists) for the query's tokens, in docs' order.
     `unique_lengths`: a document's length is its number of distinct tokens, as jin's keyword
-    recall counts it (memory/recall_store.py `_bm25`)."""
+    recall counts it (memory/recall_lists.py `bm25_list`)."""
     return BM25(docs, k1, b, unique_lengths=unique_lengths).scores(query)
 
 

@@ -202,12 +202,12 @@ def test_key_terms_skip_letter_words_without_changing_what_they_find(fact: str) 
 def test_a_candidate_row_sets_every_field_and_stays_frozen() -> None:
     import dataclasses
 
-    from memory.recall_store import _candidate
+    from memory.recall_lists import candidate_of
 
     row = {"id": uuid.uuid4(), "source": "fact", "text": "Ana lives in Kyiv", "created_at": NOW,
            "role": "fact", "chat_id": None, "importance": 0.7, "dense_rank": 3,
            "keyword_rank": None, "similarity": 0.61, "keyword_score": None}
-    candidate = _candidate(row)
+    candidate = candidate_of(row)
     assert set(vars(candidate)) == {f.name for f in dataclasses.fields(Candidate)}
     assert candidate == Candidate(**row)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -226,13 +226,19 @@ def test_every_recall_knob_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None
 
     from api.settings import Settings
 
-    names = [f.name for f in dataclasses.fields(RecallConfig) if f.name not in ("enabled", "mode")]
-    assert Settings(database_url="x").recall_config() == RecallConfig()
+    names = [f.name for f in dataclasses.fields(RecallConfig)
+             if f.name not in ("enabled", "mode", "type_weights")]
+    # (Events are recalled by default where they are extracted, and extraction is opt-in on
+    # the embedded helper.)
+    assert Settings(database_url="x").recall_config() == dataclasses.replace(
+        RecallConfig(), events=False)
+    monkeypatch.setenv("JIN_RECALL_TYPE_WEIGHTS", '{"user_profile": 2}')
     for name in names:
         monkeypatch.setenv(f"JIN_RECALL_{name.upper()}", "1")
     monkeypatch.setenv("JIN_RECALL_MODE", "keyword")
     config = Settings(database_url="x").recall_config()
     assert all(getattr(config, n) == 1 for n in names) and config.mode == "keyword"
+    assert config.type_weights == (("user_profile", 2.0),)
 
 
 def test_every_word_is_at_least_one_token_so_recall_can_skip_without_counting() -> None:

@@ -1,0 +1,134 @@
+"""Events and entity cards recalled beside messages and facts, against real Postgres and MiniLM."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import timedelta
+
+from pgvector import Vector
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from llm.onnx_embedder import OnnxMiniLM
+from memory.ranking import RecallConfig, RecallQuery, render
+from memory.recall_store import PostgresRecall
+from tests.integration.history import T0, import_chat
+
+_EVENT = text("""
+INSERT INTO events (id, tenant_id, user_id, chat_id, type, topic, properties, summary,
+                    embedding, embedder, started_at, ended_at, compressed_into)
+VALUES (:id, :t, :u, :chat, :type, :topic, '{}'::jsonb, :summary, :v, 'minilm', :at, :at,
+        :into)""")
+_CARD = text("""
+INSERT INTO entities (id, tenant_id, user_id, type, key, fields, card, version, embedding,
+                      embedder)
+VALUES (:id, :t, :u, :type, '', '{}'::jsonb, :card, 1, :v, 'minilm')""")
+
+
+async def _event(engine: AsyncEngine, minilm: OnnxMiniLM, user: str, type_: str, topic: str,
+                 summary: str, *, chat: uuid.UUID | None = None, minutes: int = 0,
+                 into: uuid.UUID | None = None, tenant: str = "t") -> uuid.UUID:
+    [vector] = await minilm.embed([summary])
+    event_id = uuid.uuid4()
+    async with engine.begin() as conn:
+        await conn.execute(_EVENT, {
+            "id": event_id, "t": tenant, "u": user, "chat": chat, "type": type_,
+            "topic": topic, "summary": summary, "v": Vector(vector),
+            "at": T0 + timedelta(minutes=minutes), "into": into})
+    return event_id
+
+
+async def _card(engine: AsyncEngine, minilm: OnnxMiniLM, user: str, type_: str,
+                card: str) -> uuid.UUID:
+    [vector] = await minilm.embed([card])
+    card_id = uuid.uuid4()
+    async with engine.begin() as conn:
+        await conn.execute(_CARD, {"id": card_id, "t": "t", "u": user, "type": type_,
+                                   "card": card, "v": Vector(vector)})
+    return card_id
+
+
+def _recall(engine: AsyncEngine, minilm: OnnxMiniLM, **config: object) -> PostgresRecall:
+    return PostgresRecall(engine, minilm, lambda s: len(s.split()),
+                          RecallConfig(**config))  # type: ignore[arg-type]
+
+
+async def test_a_nickname_question_finds_the_event_and_the_card_of_that_user_only(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    await import_chat(engine, "t", "ana", ["Call me Sparky from now on, please", "Sure!"])
+    nickname = await _event(engine, minilm, "ana", "profile_fact", "identity",
+                            "profile_fact · identity: attribute: nickname; value: Sparky")
+    profile = await _card(engine, minilm, "ana", "user_profile",
+                          "- Lives in Lviv\n- Nickname: Sparky\n- Works as a nurse")
+    await _event(engine, minilm, "ben", "profile_fact", "identity",
+                 "profile_fact · identity: attribute: nickname; value: Bolt")
+    await _event(engine, minilm, "ana", "profile_fact", "identity",
+                 "profile_fact · identity: attribute: nickname; value: Other tenant",
+                 tenant="other")
+    recall = _recall(engine, minilm)
+
+    for mode in ("hybrid", "keyword", "dense"):
+        result = await recall.search("t", "ana", "do you remember my nickname?", mode=mode,
+                                     limit=10)  # type: ignore[arg-type]
+        by_id = {item.id: item for item in result.items}
+        assert nickname in by_id and profile in by_id, mode
+        assert "Bolt" not in str(result.items) and "Other tenant" not in str(result.items)
+        event, card = by_id[nickname], by_id[profile]
+        assert (event.source, event.role, card.source, card.role) == (
+            "event", "profile_fact", "entity", "user_profile")
+        if mode != "dense":  # each list's own measure, as messages and facts show theirs
+            assert event.scores["keyword_rank"] is not None and event.scores["keyword"]
+        if mode != "keyword":
+            assert event.scores["dense_rank"] is not None
+    assert render(event).startswith("- [2026-10-01 · event profile_fact] profile_fact")
+    assert render(card).startswith(f"- [{card.created_at.date()} · user_profile card]")
+
+
+async def test_type_weights_order_the_sources_and_events_can_be_left_out(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    await _event(engine, minilm, "ana", "discussion", "tea",
+                 "discussion · tea: summary: the user drinks green tea every morning")
+    await _event(engine, minilm, "ana", "preference_stated", "tea",
+                 "preference_stated · tea: subject: green tea; stance: likes", minutes=1)
+    question = RecallQuery("t", "ana", "what tea do I drink?")
+    recall = _recall(engine, minilm)
+
+    async def order(**weights: float) -> list[str]:
+        cfg = replace(recall.config, type_weights=tuple(weights.items()))
+        return [item.role for item in (await recall.recall(question, cfg)).items]
+
+    assert sorted(await order()) == ["discussion", "preference_stated"]
+    assert (await order(discussion=3.0))[0] == "discussion"
+    assert (await order(preference_stated=3.0))[0] == "preference_stated"
+    assert await order(discussion=0.0) == ["preference_stated"]  # a weight of 0 leaves it out
+    off = await recall.recall(question, replace(recall.config, events=False))
+    assert off.items == []
+
+
+async def test_merged_events_come_back_through_their_summary_and_the_window_keeps_its_own(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    chat, ids = await import_chat(engine, "t", "ana", ["I ran ten kilometres today", "Great!"])
+    summary = await _event(engine, minilm, "ana", "discussion", "running",
+                           "discussion · running: summary: a week of running, 42 km in all")
+    merged = await _event(engine, minilm, "ana", "discussion", "running",
+                          "discussion · running: summary: ran ten kilometres", into=summary)
+    own = await _event(engine, minilm, "ana", "task_update", "running plan",
+                       "task_update · running plan: task: ten kilometres run; status: done",
+                       chat=chat, minutes=1)
+    recall = _recall(engine, minilm)
+    question = "how far did I run?"
+
+    found = {i.id for i in (await recall.recall(RecallQuery("t", "ana", question))).items}
+    assert summary in found and own in found and merged not in found
+    # The chat's window from its first row on: its own event is in the window, not recalled.
+    shown = RecallQuery("t", "ana", question, shown_from=(chat, 0, T0))
+    found = {i.id for i in (await recall.recall(shown)).items}
+    assert summary in found and own not in found
+    # Started over after the event: the chat's rows before the line stay forgotten.
+    hidden = RecallQuery("t", "ana", question, hide=(chat, T0 + timedelta(hours=1)))
+    assert own not in {i.id for i in (await recall.recall(hidden)).items}
+    assert ids  # (the chat's rows themselves are not indexed here: only the events)
