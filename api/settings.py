@@ -141,6 +141,9 @@ class Settings(BaseSettings):
     recall_event_weight: float | None = Field(default=None, ge=0)
     recall_entity_weight: float | None = Field(default=None, ge=0)
     recall_type_weights: dict[str, Annotated[float, Field(ge=0)]] | None = None
+    recall_graph: bool | None = None
+    recall_graph_weight: float | None = Field(default=None, ge=0)
+    recall_graph_keywords: int | None = Field(default=None, gt=0, le=100)
     recall_keyword_scan: int | None = Field(default=None, gt=0)
     recall_bm25_k1: float | None = Field(default=None, ge=0)
     recall_bm25_b: float | None = Field(default=None, ge=0, le=1)

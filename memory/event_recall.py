@@ -50,19 +50,54 @@ def _lists(name: str, rows: str) -> str:
                       bm25_list(f"k{name}", keyword, f"SELECT count(*) FROM {rows}")])
 
 
-def _found(source: str, name: str, rows: str) -> str:
+# The keyword graph (migration 0020): the user's keywords nearest the question, by their words
+# (the full-text match, a rarer keyword first among those that match as well) and by their
+# embeddings (each the mean of its events': nearer than recall's floor), fused by rank; the best
+# `:graph_keywords` of them lead to their events, each event scored by the keywords that reach
+# it, a keyword's share divided by the root of its events (one held by every event says little).
+_GRAPH = f"""gw AS MATERIALIZED (
+    SELECT keyword, events, row_number() OVER (
+        ORDER BY ts_rank(tsv, (SELECT to_tsquery('jin_search', :q))) DESC, events, keyword) AS r
+    FROM event_keywords
+    WHERE :graph AND :keyword AND {_OWNER} AND tsv @@ (SELECT to_tsquery('jin_search', :q))
+), gd AS MATERIALIZED (
+    SELECT keyword, events, row_number() OVER (ORDER BY d, keyword) AS r FROM (
+        SELECT keyword, events, embedding <=> :qv AS d FROM event_keywords
+        WHERE :graph AND :dense AND {_OWNER} AND embedding IS NOT NULL
+        ORDER BY d LIMIT :graph_keywords) x
+    WHERE d <= 1 - CAST(:min_similarity AS float8)
+), gk AS MATERIALIZED (
+    SELECT keyword, max(events) AS events, sum(1::float8 / (:rrf_k + r)) AS s
+    FROM (SELECT * FROM gw WHERE r <= :graph_keywords UNION ALL SELECT * FROM gd) x
+    GROUP BY keyword ORDER BY s DESC, keyword LIMIT :graph_keywords
+), ge AS MATERIALIZED (
+    SELECT id, score, row_number() OVER (ORDER BY round(score::numeric, 9) DESC, id) AS r
+    FROM (SELECT l.event_id AS id, sum(k.s / sqrt(k.events)) AS score
+          FROM gk k JOIN event_keyword_links l
+               ON l.tenant_id = :t AND l.user_id = :u AND l.keyword = k.keyword
+          JOIN ue ON ue.id = l.event_id
+          GROUP BY l.event_id) s
+    ORDER BY r LIMIT :n
+)"""
+
+
+def _found(source: str, name: str, rows: str, graph: bool) -> str:
+    ranks = (f"SELECT id, d{name}.r AS dense, k{name}.r AS keyword, d{name}.d, k{name}.score, "
+             + (f"g.r AS graph, g.score AS graph_score FROM d{name} FULL JOIN k{name} USING (id) "
+                f"FULL JOIN ge g USING (id)" if graph else
+                f"NULL::bigint AS graph, NULL::float8 AS graph_score "
+                f"FROM d{name} FULL JOIN k{name} USING (id)"))
     return f"""
 SELECT '{source}' AS source, e.id, e.text, e.at AS created_at, e.type AS role, e.chat_id,
        0.5::float8 AS importance, r.dense AS dense_rank, r.keyword AS keyword_rank,
-       1 - r.d AS similarity, r.score AS keyword_score
-FROM (SELECT id, d{name}.r AS dense, k{name}.r AS keyword, d{name}.d, k{name}.score
-      FROM d{name} FULL JOIN k{name} USING (id)) r
+       1 - r.d AS similarity, r.score AS keyword_score, r.graph AS graph_rank, r.graph_score
+FROM ({ranks}) r
 JOIN {rows} e ON e.id = r.id"""
 
 
 EVENT_CANDIDATES = text(
-    f"WITH {_ROWS}{QUERY_TERMS}{_lists('e', 'ue')}, {_lists('n', 'un')}"
-    f"{_found('event', 'e', 'ue')}\nUNION ALL{_found('entity', 'n', 'un')}")
+    f"WITH {_ROWS}{QUERY_TERMS}{_lists('e', 'ue')}, {_lists('n', 'un')}, {_GRAPH}"
+    f"{_found('event', 'e', 'ue', True)}\nUNION ALL{_found('entity', 'n', 'un', False)}")
 
 
 async def event_candidates(conn: Connection, params: dict[str, Any]) -> list[Candidate]:

@@ -76,6 +76,11 @@ class RecallConfig:
     event_weight: float = 1.0
     entity_weight: float = 1.3
     type_weights: tuple[tuple[str, float], ...] = ()
+    # The keyword graph: events reached through the `graph_keywords` keywords nearest the
+    # question, a third list of the events fused with the other two (memory/event_recall.py).
+    graph: bool = True
+    graph_weight: float = 1.0
+    graph_keywords: int = 8
     duplicate_overlap: float = 0.9  # share of words two items have in common to be one
     budget_tokens: int = 600
     max_items: int = 10
@@ -97,6 +102,9 @@ class Candidate:
     keyword_rank: int | None = None
     similarity: float | None = None  # cosine similarity to the query, in the dense list
     keyword_score: float | None = None  # BM25 score, in the keyword list
+    # An event's rank and score in the keyword graph's list (memory/event_recall.py)
+    graph_rank: int | None = None
+    graph_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -182,37 +190,48 @@ def _type_weight(weights: tuple[tuple[str, float], ...], type_: str, otherwise: 
     return next((w for name, w in weights if name == type_), otherwise)
 
 
-def _parts(
-    candidate: Candidate, now: datetime, config: RecallConfig
-) -> tuple[float, float, float, float, float]:
-    """dense, keyword, recency, weight and their total."""
+@dataclass(frozen=True)
+class _Parts:
+    dense: float
+    keyword: float
+    graph: float
+    recency: float
+    weight: float
+    total: float
+
+
+def _parts(candidate: Candidate, now: datetime, config: RecallConfig) -> _Parts:
+    """Each list's share of the fusion, recency, weight and their total."""
     dense = config.dense_weight * rrf(candidate.dense_rank, config.rrf_k)
     keyword = config.keyword_weight * rrf(candidate.keyword_rank, config.rrf_k)
+    graph = config.graph_weight * rrf(candidate.graph_rank, config.rrf_k) if config.graph else 0.0
     if config.mode == "dense":
         keyword = 0.0
     elif config.mode == "keyword":
         dense = 0.0
     fresh = recency(candidate.created_at, now, config)
     w = weight(candidate, config)
-    return dense, keyword, fresh, w, (dense + keyword) * fresh * w
+    return _Parts(dense, keyword, graph, fresh, w, (dense + keyword + graph) * fresh * w)
 
 
-def _scores(
-    candidate: Candidate, parts: tuple[float, float, float, float, float]
-) -> dict[str, float | int | None]:
-    """Why an item was recalled: each search's own measure and rank (cosine similarity, BM25),
-    what rank fusion made of them, recency, weight and the total."""
-    dense, keyword, fresh, w, total = parts
+def _scores(candidate: Candidate, parts: _Parts) -> dict[str, float | int | None]:
+    """Why an item was recalled: each search's own measure and rank (cosine similarity, BM25,
+    the keyword graph's score for an event), what rank fusion made of them, recency, weight and
+    the total."""
 
     def raw(value: float | None) -> float | None:
         return None if value is None else round(value, 4)
 
-    return {
+    scores: dict[str, float | int | None] = {
         "dense": raw(candidate.similarity), "dense_rank": candidate.dense_rank,
         "keyword": raw(candidate.keyword_score), "keyword_rank": candidate.keyword_rank,
-        "fused": round(dense + keyword, 6), "recency": round(fresh, 4),
-        "weight": round(w, 4), "total": round(total, 6),
     }
+    if candidate.source == "event":
+        scores.update(graph=raw(candidate.graph_score), graph_rank=candidate.graph_rank)
+    scores.update(fused=round(parts.dense + parts.keyword + parts.graph, 6),
+                  recency=round(parts.recency, 4), weight=round(parts.weight, 4),
+                  total=round(parts.total, 6))
+    return scores
 
 
 def rank(
@@ -227,9 +246,9 @@ def rank(
     Walks the candidates best first and stops once the fence is full, so the cost is bounded by
     what is kept, not by how many candidates came back (~120 come back; ~10 are kept, and only
     those get their scores written out)."""
-    scored = [(parts, c) for c in candidates if (parts := _parts(c, now, config))[4] > 0]
+    scored = [(parts, c) for c in candidates if (parts := _parts(c, now, config)).total > 0]
     # (The id last: a tie is broken as the statement breaks it, memory/recall_store.py.)
-    scored.sort(key=lambda pair: (-pair[0][4], pair[1].created_at, pair[1].id))
+    scored.sort(key=lambda pair: (-pair[0].total, pair[1].created_at, pair[1].id))
     out: list[Recalled] = []
     kept: list[tuple[frozenset[str], Candidate]] = []  # the words and the row of each kept
     used = 0

@@ -86,5 +86,6 @@ def candidate_of(row: Any) -> Candidate:
         created_at=row["created_at"], role=row["role"], chat_id=row["chat_id"],
         importance=row["importance"], dense_rank=row["dense_rank"],
         keyword_rank=row["keyword_rank"], similarity=row["similarity"],
-        keyword_score=row["keyword_score"],
+        keyword_score=row["keyword_score"], graph_rank=row.get("graph_rank"),
+        graph_score=row.get("graph_score"),
     )

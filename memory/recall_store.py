@@ -391,4 +391,5 @@ def _scoring(cfg: RecallConfig, now: datetime) -> dict[str, Any]:
         "w_assistant": cfg.assistant_weight, "shortlist": SHORTLIST * cfg.max_items,
         "k1": cfg.bm25_k1, "b": cfg.bm25_b, "min_similarity": cfg.min_similarity,
         "min_keyword": cfg.min_keyword, "expand": cfg.fact_expansion,
+        "graph": cfg.graph, "graph_keywords": cfg.graph_keywords,
     }

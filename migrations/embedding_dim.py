@@ -24,6 +24,8 @@ _LATER_HNSW = (
     ("events_hnsw", "events"),
     ("entities_hnsw", "entities"),
 )
+# The keyword graph's vectors (0020): the events' segments and the keywords' means of them.
+_LATER_PLAIN = (("events", "segment_embedding"), ("event_keywords", "embedding"))
 
 
 def configured_dim(attributes: dict[str, Any]) -> int:
@@ -62,6 +64,10 @@ def resize(op: Any, dim: int) -> None:
     for _, table in later:
         op.execute(f"UPDATE {table} SET embedding = NULL, embedder = NULL")
         op.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dim})")
+    graph = "event_keywords" in present
+    for table, column in _LATER_PLAIN if graph else ():
+        op.execute(f"UPDATE {table} SET {column} = NULL")
+        op.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE vector({dim})")
     # Since 0008 the indexes hold only the rows of users who need them (`ann`).
     partial = set(op.get_bind().execute(sa.text(
         "SELECT table_name FROM information_schema.columns "

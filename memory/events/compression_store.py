@@ -74,6 +74,14 @@ VALUES (:id, :t, :u, 'summary', :topic, CAST(:properties AS jsonb), :summary,
         CAST(:messages AS uuid[]), :v, :embedder, :started_at, :ended_at, :level,
         CAST(:ids AS uuid[]))""")
 
+# The summary holds its sources' keywords (the keyword graph, migration 0020): they are purged,
+# and it stands for them.
+_KEYWORDS = text("""
+INSERT INTO event_keyword_links (tenant_id, user_id, keyword, event_id)
+SELECT DISTINCT tenant_id, user_id, keyword, CAST(:summary AS uuid) FROM event_keyword_links
+WHERE tenant_id = :t AND user_id = :u AND event_id = ANY(CAST(:ids AS uuid[]))
+ON CONFLICT DO NOTHING""")
+
 _MARK = text("""
 UPDATE events SET compressed_into = :summary, expires_at = now() + make_interval(secs => :ttl),
     compress_holder = NULL, compress_until = NULL
@@ -218,6 +226,7 @@ class PostgresCompressionStore:
                 "started_at": min(s.started_at for s in sources),
                 "ended_at": max(s.ended_at for s in sources), "level": merge.level,
                 "ids": ids})
+            await fetch(conn, _KEYWORDS, {**owner, "summary": summary.id, "ids": ids})
             await fetch(conn, _MARK, {"summary": summary.id, "ids": ids,
                                       "ttl": ttl.total_seconds()})
             await fetch(conn, _COUNT, {**owner, "summaries": 1, "compressed": len(ids),

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -30,6 +30,7 @@ from llm.ports import ChatModel, Embedder
 from llm.types import CompletionRequest, PromptMessage, Role
 from memory.events.cards import apply_updates, card_key, in_window, render
 from memory.events.extraction import read_extraction
+from memory.events.keywords import event_keywords
 from memory.events.matcher import MatchConfig
 from memory.events.prompt import compile_prompt, messages
 from memory.events.salience import salient
@@ -161,7 +162,10 @@ class Extractor:
 
     async def _finish(self, batch: Claimed, holder: uuid.UUID, rows: list[Message],
                       extraction: Extraction, digest: str | None) -> Extracted:
-        events = [_new_event(e, rows) for e in extraction.events]
+        events = [_new_event(e, rows, self.schemas) for e in extraction.events]
+        # (Each event's turns embedded too: its keywords' embeddings are their mean.)
+        segments = await self._vectors([_segment(e, rows) for e in extraction.events])
+        events = [replace(e, segment_vector=v) for e, v in zip(events, segments, strict=True)]
         # Each field reads the events of its window (filters.within) as of now.
         updates, outside = in_window(self.schemas, extraction.updates,
                                      [e.ended_at for e in events], datetime.now(UTC))
@@ -210,9 +214,18 @@ class Extractor:
                 pass
 
 
-def _new_event(event: Event, rows: list[Message]) -> NewEvent:
-    sources = [rows[i] for start, end in event.spans for i in range(start, end + 1)
-               if 0 <= i < len(rows)]
+def _sources(event: Event, rows: list[Message]) -> list[Message]:
+    return [rows[i] for start, end in event.spans for i in range(start, end + 1)
+            if 0 <= i < len(rows)]
+
+
+def _segment(event: Event, rows: list[Message]) -> str:
+    """The text of the event's turns, what the keyword graph embeds (its topic, if it has none)."""
+    return "\n".join(m.text for m in _sources(event, rows)) or event.topic
+
+
+def _new_event(event: Event, rows: list[Message], schemas: Schemas) -> NewEvent:
+    sources = _sources(event, rows)
     props = "; ".join(f"{k}: {', '.join(v) if isinstance(v, list) else v}"
                       for k, v in event.properties.items())
     return NewEvent(
@@ -221,4 +234,6 @@ def _new_event(event: Event, rows: list[Message]) -> NewEvent:
         f"{event.type} · {event.topic}",
         sources=[m.id for m in sources],
         started_at=min(m.created_at for m in sources) if sources else rows[0].created_at,
-        ended_at=max(m.created_at for m in sources) if sources else rows[-1].created_at)
+        ended_at=max(m.created_at for m in sources) if sources else rows[-1].created_at,
+        keywords=tuple(event_keywords(event.topic, event.properties,
+                                      schemas.event(event.type))))

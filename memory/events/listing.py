@@ -18,7 +18,10 @@ Cursor = tuple[datetime, uuid.UUID]
 _EVENTS = text("""
 SELECT e.id, e.chat_id, e.type, e.topic, e.properties, e.summary, e.source_message_ids,
        e.started_at, e.ended_at, e.created_at, e.compressed_into, e.expires_at, e.level,
-       e.source_event_ids
+       e.source_event_ids,
+       ARRAY(SELECT keyword FROM event_keyword_links l
+             WHERE l.tenant_id = :t AND l.user_id = :u AND l.event_id = e.id
+             ORDER BY keyword) AS keywords
 FROM events e
 WHERE e.tenant_id = :t AND e.user_id = :u
   AND (CAST(:at AS timestamptz) IS NULL OR (e.created_at, e.id) < (:at, CAST(:id AS uuid)))
@@ -121,7 +124,8 @@ def _event(r: Any, expiry: dict[uuid.UUID, datetime | None]) -> dict[str, Any]:
     return {
         "id": str(r["id"]), "chat_id": str(r["chat_id"]) if r["chat_id"] else None,
         "type": r["type"], "topic": r["topic"], "properties": r["properties"],
-        "summary": r["summary"], "source_messages": [str(m) for m in r["source_message_ids"]],
+        "summary": r["summary"], "keywords": list(r["keywords"]),
+        "source_messages": [str(m) for m in r["source_message_ids"]],
         "started_at": r["started_at"].isoformat(), "ended_at": r["ended_at"].isoformat(),
         "created_at": r["created_at"].isoformat(),
         "compressed_into": str(r["compressed_into"]) if r["compressed_into"] else None,

@@ -106,15 +106,22 @@ WHERE id = :id AND holder = :holder AND status = 'running'""")
 
 _EVENTS = text("""
 INSERT INTO events (id, tenant_id, user_id, chat_id, batch_id, type, topic, properties, summary,
-                    source_message_ids, embedding, embedder, started_at, ended_at)
+                    source_message_ids, embedding, embedder, started_at, ended_at,
+                    segment_embedding)
 SELECT e.id, :t, :u, :chat, :batch, e.type, e.topic, e.properties, e.summary,
        ARRAY(SELECT CAST(jsonb_array_elements_text(e.sources) AS uuid)), e.v, :embedder,
-       e.started_at, e.ended_at
+       e.started_at, e.ended_at, e.sv
 FROM unnest(CAST(:ids AS uuid[]), CAST(:types AS text[]), CAST(:topics AS text[]),
             CAST(:properties AS jsonb[]), CAST(:summaries AS text[]), CAST(:sources AS jsonb[]),
             CAST(:vectors AS vector[]), CAST(:starts AS timestamptz[]),
-            CAST(:ends AS timestamptz[]))
-     AS e(id, type, topic, properties, summary, sources, v, started_at, ended_at)""")
+            CAST(:ends AS timestamptz[]), CAST(:segments AS vector[]))
+     AS e(id, type, topic, properties, summary, sources, v, started_at, ended_at, sv)""")
+
+# (The keyword rows follow by trigger: migration 0020.)
+_LINKS = text("""
+INSERT INTO event_keyword_links (tenant_id, user_id, keyword, event_id)
+SELECT :t, :u, k, e FROM unnest(CAST(:keywords AS text[]), CAST(:ids AS uuid[])) AS x(k, e)
+ON CONFLICT DO NOTHING""")
 
 _NEW_CARD = text("""
 INSERT INTO entities (id, tenant_id, user_id, type, key, fields, card, version, embedding,
@@ -172,6 +179,10 @@ class NewEvent:
     sources: list[uuid.UUID]
     started_at: datetime
     ended_at: datetime
+    keywords: tuple[str, ...] = ()  # its nodes in the keyword graph (keywords.py)
+    # The embedding of its turns' text: what its keywords' embeddings are the mean of (None:
+    # its summary's stands in)
+    segment_vector: Embedding | None = None
 
 
 @dataclass(frozen=True)
@@ -295,7 +306,14 @@ class PostgresEventStore:
                     "sources": [json_text([str(s) for s in e.sources]) for e in events],
                     "vectors": [vector_param(v) for v in event_vectors],
                     "starts": [e.started_at for e in events],
-                    "ends": [e.ended_at for e in events]})
+                    "ends": [e.ended_at for e in events],
+                    "segments": [None if e.segment_vector is None
+                                 else vector_param(e.segment_vector) for e in events]})
+                links = [(k, e.id) for e in events for k in e.keywords]
+                if links:
+                    await fetch(conn, _LINKS, {
+                        "t": batch.tenant_id, "u": batch.user_id,
+                        "keywords": [k for k, _ in links], "ids": [i for _, i in links]})
             ids = [e.id for e in events]
             for change, vector in zip(changes, card_vectors, strict=True):
                 await _write_card(conn, batch.tenant_id, batch.user_id, change, vector,

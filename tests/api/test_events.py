@@ -120,6 +120,15 @@ async def test_turns_become_events_and_a_card_patched_across_two_batches(
     ids = [m["id"] for m in messages if m["kind"] in ("user", "assistant")]
     assert lviv["source_messages"] == ids[2:4] and kyiv["source_messages"] == ids[:2]
     assert sasha["source_messages"] == ids[:1]  # its segment: the user's message alone
+    # The keyword graph's nodes: the topic and the short free-text properties.
+    assert (sasha["keywords"], lviv["keywords"]) == (["name", "nickname", "sasha"],
+                                                    ["home city", "lviv", "moving"])
+    # "What should you call me?" shares little with the event's text, but is near the turn
+    # it came from ("Call me Sasha..."), which its keyword "nickname" holds.
+    found = (await client.get("/v1/memories", params={
+        "user_id": "u1", "q": "what should you call me?"})).json()
+    by_id = {item["id"]: item for item in found["items"]}
+    assert by_id[sasha["id"]]["scores"]["graph_rank"] is not None, found
     assert all(e["chat_id"] == chat for e in events)
 
     # Every version kept, each with the events that made it.

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import replace
 from datetime import timedelta
 
+import numpy as np
 from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -132,3 +133,85 @@ async def test_merged_events_come_back_through_their_summary_and_the_window_keep
     hidden = RecallQuery("t", "ana", question, hide=(chat, T0 + timedelta(hours=1)))
     assert own not in {i.id for i in (await recall.recall(hidden)).items}
     assert ids  # (the chat's rows themselves are not indexed here: only the events)
+
+
+_SEGMENT = text("UPDATE events SET segment_embedding = :v WHERE id = :id")
+_LINK = text("""
+INSERT INTO event_keyword_links (tenant_id, user_id, keyword, event_id)
+SELECT :t, :u, k, :id FROM unnest(CAST(:keywords AS text[])) k""")
+_KEYWORD = text("""
+SELECT events, embedding FROM event_keywords WHERE tenant_id = 't' AND user_id = :u
+  AND keyword = :k""")
+
+
+async def _held(engine: AsyncEngine, minilm: OnnxMiniLM, user: str, summary: str,
+                segment: str, keywords: list[str], minutes: int = 0) -> uuid.UUID:
+    """An event as extraction writes it: with its turns' embedding and its keywords."""
+    event_id = await _event(engine, minilm, user, "profile_fact", keywords[0], summary,
+                            minutes=minutes)
+    [vector] = await minilm.embed([segment])
+    async with engine.begin() as conn:
+        await conn.execute(_SEGMENT, {"id": event_id, "v": Vector(vector)})
+        await conn.execute(_LINK, {"t": "t", "u": user, "id": event_id, "keywords": keywords})
+    return event_id
+
+
+# A profile of facts that read alike as events ("profile_fact · ...: attribute: ...").
+_PROFILE = [
+    ("home city", "Lviv", "I live in Lviv, near the old town"),
+    ("job", "nurse", "I work night shifts as a nurse at the city hospital"),
+    ("pet", "a cat named Pixel", "My cat Pixel knocks everything off the table"),
+    ("language", "Ukrainian and Polish", "At home we speak Ukrainian, at work Polish too"),
+    ("allergy", "peanuts", "I am allergic to peanuts, so no satay for me"),
+    ("birthday", "May 3", "My birthday is on the third of May"),
+    ("car", "an old Skoda", "I still drive my old Skoda to work"),
+    ("sport", "swimming", "I swim twice a week at the pool"),
+]
+
+
+async def test_the_keyword_graph_reaches_an_event_through_the_turns_its_keyword_holds(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    for n, (attribute, value, said) in enumerate(_PROFILE):
+        await _held(engine, minilm, "ana", f"profile_fact · {attribute}: attribute: "
+                    f"{attribute}; value: {value}", said, [attribute, value.lower()], n)
+    nickname = await _held(engine, minilm, "ana",
+                           "profile_fact · name: attribute: nickname; value: Sparky",
+                           "Please call me Sparky from now on", ["name", "nickname", "sparky"])
+    recall = _recall(engine, minilm)
+    question = RecallQuery("t", "ana", "what should you call me?")
+
+    on = (await recall.recall(question)).items
+    off = (await recall.recall(question, replace(recall.config, graph=False))).items
+    place = {item.id: n for n, item in enumerate(on)}
+    assert place[nickname] == 0, [i.text for i in on]
+    assert on[0].scores["graph_rank"] == 1 and on[0].scores["graph"]
+    assert nickname not in [i.id for i in off[:1]], [i.text for i in off]
+    assert all("graph_rank" not in i.scores or i.scores["graph_rank"] is None for i in off)
+
+
+async def test_a_keywords_embedding_is_the_mean_of_its_events_turns_as_events_come_and_go(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    said = ["Call me Sparky", "Actually, my friends call me Spark"]
+    first = await _held(engine, minilm, "ana", "profile_fact · name: nickname Sparky", said[0],
+                        ["nickname", "sparky"])
+    second = await _held(engine, minilm, "ana", "profile_fact · name: nickname Spark", said[1],
+                         ["nickname", "spark"])
+    a, b = await minilm.embed(said)
+
+    async def keyword(k: str) -> tuple[int, np.ndarray] | None:
+        async with engine.connect() as conn:
+            row = (await conn.execute(_KEYWORD, {"u": "ana", "k": k})).first()
+        return None if row is None else (row.events, row.embedding.to_numpy())
+
+    count, mean = await keyword("nickname") or (0, None)
+    assert count == 2 and np.allclose(mean, (a + b) / 2, atol=1e-5)
+    async with engine.begin() as conn:
+        await conn.execute(text("DELETE FROM events WHERE id = :id"), {"id": first})
+    count, mean = await keyword("nickname") or (0, None)
+    assert count == 1 and np.allclose(mean, b, atol=1e-5)
+    assert await keyword("sparky") is None  # its only event gone, the keyword goes too
+    async with engine.begin() as conn:
+        await conn.execute(text("DELETE FROM events WHERE id = :id"), {"id": second})
+    assert await keyword("nickname") is None

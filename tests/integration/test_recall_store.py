@@ -239,7 +239,7 @@ async def test_the_statement_returns_the_candidates_the_ranking_puts_first(
             now = T0 + timedelta(days=3)
             every = await recall.candidates("t", "ana", query, vector, [], everything,
                                             now=now)
-            ranked = sorted(every, key=lambda c: (-_parts(c, now, everything)[4],
+            ranked = sorted(every, key=lambda c: (-_parts(c, now, everything).total,
                                                   c.created_at, c.id))
             if mode == "dense":  # (distances have no ties here; full-text ranks do)
                 dense_lists[small] = {(c.id, c.dense_rank) for c in every}

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from memory.events.extraction import read_extraction
+from memory.events.keywords import event_keywords
 from memory.events.prompt import compile_prompt, messages, render_batch
 from memory.events.salience import is_filler, salient
 from memory.events.schema import default_files, load_schemas, parse_files
@@ -284,3 +285,18 @@ def test_spans_merge_when_they_touch_or_overlap_and_stay_apart_otherwise() -> No
                     Segment(5, 6, "Dogs")])
     assert [(t.name, t.spans) for t in found] == [("Cats", ((0, 1), (4, 4))),
                                                    ("dogs", ((2, 3), (5, 6)))]
+
+
+def test_an_events_keywords_are_its_topic_and_short_free_text_properties() -> None:
+    preference = SCHEMAS.event("preference_stated")
+    assert event_keywords("Morning  Coffee", {
+        "subject": "Coffee!", "stance": "likes",  # a fixed value says nothing of the topic
+        "detail": "prefers it black, with no sugar at all, before nine"}, preference) == [
+        "morning coffee", "coffee"]
+    discussion = SCHEMAS.event("discussion")
+    assert event_keywords("recursion", {
+        "summary": "how a function calls itself until the base case stops it",
+        "keywords": ["Recursion", "base case", "stack overflow", 3]}, discussion) == [
+        "recursion", "base case", "stack overflow"]
+    many = {"keywords": [f"word{n}" for n in range(30)]}
+    assert len(event_keywords("t", many, discussion)) == 12
