@@ -4,8 +4,11 @@ statement beside the one over messages and facts (memory/recall_store.py), ranke
 Each source has its two lists, dense and keyword (memory/recall_lists.py), as messages and facts
 do: an event ranked first among the user's events weighs in the fusion as a message ranked first
 among the messages, and its type's business weight (`RecallConfig.type_weights`) then sets them
-apart. Always scoped to one tenant and user. The user's events and cards are read by the owner's
-rows, exactly: they are a few per batch of turns, far fewer than the messages they came from.
+apart. Events have a third list, the keyword graph's (`_GRAPH`): those reached through the
+keywords nearest the question. Always scoped to one tenant and user. The user's events and cards
+are read by the owner's rows, exactly: they are a few per batch of turns, far fewer than the
+messages they came from (at 10,000 events a user that costs ~37 ms at p95: bench/README.md,
+event recall).
 
 Left out: an event merged into a summary (`compressed_into`: the summary stands for it), an
 event of the chat's window (from the same chat, ended at or after the window's first row), and
