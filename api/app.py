@@ -53,7 +53,7 @@ from llm.batching import BatchedQueries
 from llm.embedded import EmbeddedChatServer
 from llm.errors import LLMError
 from llm.openai import OpenAIChatModel, context_window_of
-from llm.ports import ChatModel, Embedder
+from llm.ports import ChatModel, Embedder, TokenEmbedder
 from llm.provider import Provider
 from llm.search import SearxngSearch, SerperSearch, WebSearch
 from llm.tokens import TiktokenCounter
@@ -250,8 +250,9 @@ async def _memory(
     # Steps running at once share their queries' requests to the embedder (llm/batching.py).
     queries = BatchedQueries(embedder, in_flight=settings.recall_query_requests)
     recall = PostgresRecall(db, queries, counter.count, recall_config,
-                            embedder_name=provider.model,
-                            ann_from=settings.recall_ann_from) if recall_config.enabled else None
+                            embedder_name=provider.model, ann_from=settings.recall_ann_from,
+                            token_embedder=embedder if isinstance(embedder, TokenEmbedder)
+                            else None) if recall_config.enabled else None
     indexer = Indexer(db, embedder, provider.model, settings.indexer_config())
     log.info("memory: embedder %s (%d dims), recall %s", provider.model, embedder.dim,
              recall_config.mode if recall else "off")

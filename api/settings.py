@@ -144,6 +144,8 @@ class Settings(BaseSettings):
     recall_graph: bool | None = None
     recall_graph_weight: float | None = Field(default=None, ge=0)
     recall_graph_keywords: int | None = Field(default=None, gt=0, le=100)
+    recall_rerank: bool | None = None
+    recall_rerank_weight: float | None = Field(default=None, ge=0)
     recall_keyword_scan: int | None = Field(default=None, gt=0)
     recall_bm25_k1: float | None = Field(default=None, ge=0)
     recall_bm25_b: float | None = Field(default=None, ge=0, le=1)

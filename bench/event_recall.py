@@ -11,13 +11,15 @@ and of the turn it came from ("Please call me Jazz from now on"), and its keywor
 attribute, value: memory/events/keywords.py). Among them, `--fillers` discussion events of
 other things. Each fact is then asked for in other words ("what should you call me?"), and the
 fact's event is looked for among the recalled items: hit@1 and hit@5, with the keyword graph
-and without it (the events' dense and keyword lists only).
+and without it (the events' dense and keyword lists only), with the late-interaction rerank
+(each event's token vectors packed as extraction packs them) and without.
 
 Latency: one user with `--messages` messages (random vectors, as indexed) and each of `--sizes`
 events (random vectors, three keywords each of a 2,000-word vocabulary); one recall of a
 four-word question, timed at the client, `--runs` times each way alternately: events off
-(messages and facts only), events without the graph, events with it. p50 and p95 of each, and
-what the events' path and the graph add at p95. Figures only: it never passes or fails.
+(messages and facts only), events without the graph, events with it, and with the rerank too
+(each event with 20 random token vectors). p50 and p95 of each, and what the events' path, the
+graph and the rerank add at p95. Figures only: it never passes or fails.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from chat.types import ModelSettings  # noqa: E402
 from db.engine import create_engine  # noqa: E402
 from llm.onnx_embedder import OnnxMiniLM  # noqa: E402
 from memory.events.keywords import event_keywords  # noqa: E402
+from memory.late_interaction import pack  # noqa: E402
 from memory.ranking import RecallConfig, RecallQuery  # noqa: E402
 from memory.recall_store import PostgresRecall  # noqa: E402
 
@@ -85,11 +88,12 @@ FILLER_TOPICS = ["recursion", "sourdough", "tax forms", "kubernetes", "chess ope
 
 _EVENTS = text("""
 INSERT INTO events (id, tenant_id, user_id, type, topic, properties, summary, embedding,
-                    segment_embedding, embedder, started_at, ended_at)
-SELECT id, 't', :u, type, topic, '{}'::jsonb, summary, v, sv, 'bench', at, at
+                    segment_embedding, embedder, started_at, ended_at, tokens)
+SELECT id, 't', :u, type, topic, '{}'::jsonb, summary, v, sv, 'bench', at, at, tokens
 FROM unnest(CAST(:ids AS uuid[]), CAST(:types AS text[]), CAST(:topics AS text[]),
             CAST(:summaries AS text[]), CAST(:vs AS vector[]), CAST(:svs AS vector[]),
-            CAST(:ats AS timestamptz[])) AS e(id, type, topic, summary, v, sv, at)""")
+            CAST(:ats AS timestamptz[]), CAST(:tokens AS bytea[]))
+     AS e(id, type, topic, summary, v, sv, at, tokens)""")
 _LINKS = text("""
 INSERT INTO event_keyword_links (tenant_id, user_id, keyword, event_id)
 SELECT 't', :u, k, e FROM unnest(CAST(:keywords AS text[]), CAST(:ids AS uuid[])) AS x(k, e)
@@ -119,7 +123,7 @@ async def _write(engine: AsyncEngine, user: str, rows: list[dict[str, object]]) 
                 "topics": [r["topic"] for r in part],
                 "summaries": [r["summary"] for r in part],
                 "vs": [Vector(r["v"]) for r in part], "svs": [Vector(r["sv"]) for r in part],
-                "ats": [r["at"] for r in part]})
+                "ats": [r["at"] for r in part], "tokens": [r["tokens"] for r in part]})
             await conn.execute(_LINKS, {"u": user, "keywords": [k for k, _ in links],
                                         "ids": [i for _, i in links]})
 
@@ -150,14 +154,19 @@ async def finding(engine: AsyncEngine, minilm: OnnxMiniLM, users: int, fillers: 
                                     f"{other[0]} and {other[1]}."})
         vectors = await minilm.embed([str(r["summary"]) for r in rows]
                                      + [str(r["segment"]) for r in rows])
+        tokens = await minilm.token_vectors([str(r["summary"]) for r in rows])
         for i, r in enumerate(rows):
             r.update(id=uuid.uuid4(), v=vectors[i], sv=vectors[len(rows) + i],
+                     tokens=pack(tokens[i]),
                      at=T0 + timedelta(hours=rng.randrange(24 * 90)),
                      keywords=event_keywords(str(r["topic"]), r["props"], None))  # type: ignore
         await _write(engine, user, rows)
-    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig(),
+                            token_embedder=minilm)
     ways = {"events, graph off": replace(recall.config, graph=False),
             "events with the graph": recall.config,
+            "graph and rerank": replace(recall.config, rerank=True),
+            "rerank, graph off": replace(recall.config, rerank=True, graph=False),
             "the graph's list alone": replace(recall.config, dense_weight=0.0,
                                                keyword_weight=0.0)}
     print(f"finding: {users} users x {len(FACTS)} facts among {fillers} other events each; "
@@ -176,14 +185,16 @@ async def latency(engine: AsyncEngine, minilm: OnnxMiniLM, sizes: list[int], mes
                   runs: int, rng: random.Random) -> None:
     vocabulary = [f"kw{i}" for i in range(2000)]
     dim = minilm.dim
-    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig(),
+                            token_embedder=minilm)
     ways = {"events off": replace(recall.config, events=False),
             "events, no graph": replace(recall.config, graph=False),
-            "events + graph": recall.config}
+            "events + graph": recall.config,
+            "+ rerank": replace(recall.config, rerank=True)}
     print(f"latency: one user, {messages} messages, a recall of a four-word question "
           f"({runs} runs each way, alternated; ms at the client)")
     print(f"  {'events':>7} " + " ".join(f"{w:>22}" for w in ways)
-          + "   events add p95   graph adds p95")
+          + "   events add p95   graph adds p95   rerank adds p95")
     for size in sizes:
         user = f"lat{size}"
         chats = PostgresChatStore(engine)
@@ -197,13 +208,16 @@ async def latency(engine: AsyncEngine, minilm: OnnxMiniLM, sizes: list[int], mes
             await conn.execute(text("ANALYZE"))
         rows = []
         for _ in range(size):
-            v = np.random.default_rng(rng.randrange(2**32)).standard_normal(dim)
+            draw = np.random.default_rng(rng.randrange(2**32))
+            v = draw.standard_normal(dim)
             words = rng.sample(vocabulary, 3)
+            pieces = draw.standard_normal((20, dim))  # a 20-token text's vectors
+            pieces /= np.linalg.norm(pieces, axis=1, keepdims=True)
             rows.append({"id": uuid.uuid4(), "type": "discussion", "topic": words[0],
                          "summary": f"discussion · {words[0]}: keywords: {', '.join(words)}",
                          "v": v.astype(np.float32), "sv": v.astype(np.float32),
                          "at": T0 + timedelta(minutes=rng.randrange(100_000)),
-                         "keywords": words})
+                         "keywords": words, "tokens": pack(pieces)})
         if rows:
             await _write(engine, user, rows)
         async with engine.begin() as conn:
@@ -219,8 +233,9 @@ async def latency(engine: AsyncEngine, minilm: OnnxMiniLM, sizes: list[int], mes
         p = {w: (statistics.median(t), statistics.quantiles(t, n=20)[-1])
              for w, t in times.items()}
         cells = " ".join(f"{f'{a:.1f} / {b:.1f}':>22}" for a, b in p.values())
-        base, events, graph = (p[w][1] for w in ways)
-        print(f"  {size:>7} {cells}   {events - base:+13.1f}   {graph - events:+13.1f}")
+        base, events, graph, late = (p[w][1] for w in ways)
+        print(f"  {size:>7} {cells}   {events - base:+13.1f}   {graph - events:+13.1f}"
+              f"   {late - graph:+14.1f}")
 
 
 async def measure(url: str, args: argparse.Namespace) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,27 +61,50 @@ class OnnxMiniLM:
             )
 
     def embed_sync(self, texts: list[str]) -> list[Embedding]:
+        return self._each(texts, self._pooled)
+
+    def token_vectors_sync(self, texts: list[str]) -> list[np.ndarray]:
+        """Each text's token vectors as the model computes them before pooling: one unit row
+        per word piece, [CLS] and [SEP] left out (late interaction, memory/late_interaction.py)."""
+        return self._each(texts, self._tokens)
+
+    def _each(self, texts: list[str], batch: Callable[[np.ndarray, np.ndarray],
+                                                        list[np.ndarray]]) -> list[np.ndarray]:
         self._load()
         # Batched by length: a batch is padded to its longest text, so short texts batched with
         # long ones cost as much as long ones.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out: list[Embedding] = [np.empty(0, dtype=np.float32)] * len(texts)
+        out: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(texts)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            for i, vector in zip(chunk, self._batch([texts[i] for i in chunk]), strict=True):
+            for i, vector in zip(chunk, batch(*self._hidden([texts[i] for i in chunk])),
+                                 strict=True):
                 out[i] = vector
         return out
 
-    def _batch(self, texts: list[str]) -> list[Embedding]:
+    def _hidden(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The last hidden states of a batch, and its attention mask."""
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = self._session.run(None, feeds)[0]
+        return self._session.run(None, feeds)[0], mask
+
+    @staticmethod
+    def _pooled(hidden: np.ndarray, mask: np.ndarray) -> list[Embedding]:
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return list((pooled / np.clip(norms, 1e-12, None)).astype(np.float32))
+
+    @staticmethod
+    def _tokens(hidden: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
+        out = []
+        for states, length in zip(hidden, mask.sum(axis=1), strict=True):
+            rows = states[1:max(int(length) - 1, 1)]  # between [CLS] and [SEP]
+            norms = np.linalg.norm(rows, axis=1, keepdims=True)
+            out.append((rows / np.clip(norms, 1e-12, None)).astype(np.float32))
+        return out
 
     async def embed(self, texts: list[str]) -> list[Embedding]:
         if not texts:
@@ -94,3 +118,8 @@ class OnnxMiniLM:
     async def embed_query(self, texts: list[str]) -> list[Embedding]:
         """Same as embed: MiniLM embeds queries and passages alike."""
         return await self.embed(texts)
+
+    async def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        if not texts:
+            return []
+        return await asyncio.to_thread(self.token_vectors_sync, texts)

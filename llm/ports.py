@@ -4,7 +4,7 @@ onnx_embedder.py, e5_embedder.py, tokens.py."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -44,6 +44,16 @@ class Embedder(Protocol):
     def symmetric(self) -> bool:
         """Whether embed_query gives a text the vector embed gives it, so that a query's
         vector can be stored as the text's own."""
+        ...
+
+
+@runtime_checkable
+class TokenEmbedder(Protocol):
+    """An embedder that also gives a text's token vectors before pooling (the built-in one):
+    what late-interaction rerank scores (memory/late_interaction.py)."""
+
+    async def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Per text, one unit row per token (tokens x dim, float32)."""
         ...
 
 

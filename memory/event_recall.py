@@ -85,6 +85,9 @@ _GRAPH = f"""gw AS MATERIALIZED (
 
 
 def _found(source: str, name: str, rows: str, graph: bool) -> str:
+    # (An event's token vectors, for the rerank, read by its key for the candidates alone.)
+    tokens = ("(SELECT tokens FROM events WHERE :late AND id = e.id)" if graph
+              else "NULL::bytea")
     ranks = (f"SELECT id, d{name}.r AS dense, k{name}.r AS keyword, d{name}.d, k{name}.score, "
              + (f"g.r AS graph, g.score AS graph_score FROM d{name} FULL JOIN k{name} USING (id) "
                 f"FULL JOIN ge g USING (id)" if graph else
@@ -93,7 +96,8 @@ def _found(source: str, name: str, rows: str, graph: bool) -> str:
     return f"""
 SELECT '{source}' AS source, e.id, e.text, e.at AS created_at, e.type AS role, e.chat_id,
        0.5::float8 AS importance, r.dense AS dense_rank, r.keyword AS keyword_rank,
-       1 - r.d AS similarity, r.score AS keyword_score, r.graph AS graph_rank, r.graph_score
+       1 - r.d AS similarity, r.score AS keyword_score, r.graph AS graph_rank, r.graph_score,
+       {tokens} AS tokens
 FROM ({ranks}) r
 JOIN {rows} e ON e.id = r.id"""
 

@@ -81,6 +81,11 @@ class RecallConfig:
     graph: bool = True
     graph_weight: float = 1.0
     graph_keywords: int = 8
+    # Late-interaction rerank of the events found (memory/late_interaction.py): their token
+    # vectors against the question's, by MaxSim, a fourth list in the fusion. Off by default:
+    # it needs the built-in embedder (an embedder server gives no token vectors).
+    rerank: bool = False
+    rerank_weight: float = 1.0
     duplicate_overlap: float = 0.9  # share of words two items have in common to be one
     budget_tokens: int = 600
     max_items: int = 10
@@ -105,6 +110,11 @@ class Candidate:
     # An event's rank and score in the keyword graph's list (memory/event_recall.py)
     graph_rank: int | None = None
     graph_score: float | None = None
+    # An event's token vectors, packed (memory/late_interaction.py), and the rerank's rank and
+    # MaxSim score of it among the candidates that have them
+    tokens: bytes | None = field(default=None, repr=False)
+    late_rank: int | None = None
+    late_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +205,7 @@ class _Parts:
     dense: float
     keyword: float
     graph: float
+    late: float
     recency: float
     weight: float
     total: float
@@ -205,13 +216,15 @@ def _parts(candidate: Candidate, now: datetime, config: RecallConfig) -> _Parts:
     dense = config.dense_weight * rrf(candidate.dense_rank, config.rrf_k)
     keyword = config.keyword_weight * rrf(candidate.keyword_rank, config.rrf_k)
     graph = config.graph_weight * rrf(candidate.graph_rank, config.rrf_k) if config.graph else 0.0
+    late = config.rerank_weight * rrf(candidate.late_rank, config.rrf_k) if config.rerank else 0.0
     if config.mode == "dense":
         keyword = 0.0
     elif config.mode == "keyword":
         dense = 0.0
     fresh = recency(candidate.created_at, now, config)
     w = weight(candidate, config)
-    return _Parts(dense, keyword, graph, fresh, w, (dense + keyword + graph) * fresh * w)
+    return _Parts(dense, keyword, graph, late, fresh, w,
+                  (dense + keyword + graph + late) * fresh * w)
 
 
 def _scores(candidate: Candidate, parts: _Parts) -> dict[str, float | int | None]:
@@ -228,7 +241,9 @@ def _scores(candidate: Candidate, parts: _Parts) -> dict[str, float | int | None
     }
     if candidate.source == "event":
         scores.update(graph=raw(candidate.graph_score), graph_rank=candidate.graph_rank)
-    scores.update(fused=round(parts.dense + parts.keyword + parts.graph, 6),
+        if candidate.late_rank is not None:
+            scores.update(late=raw(candidate.late_score), late_rank=candidate.late_rank)
+    scores.update(fused=round(parts.dense + parts.keyword + parts.graph + parts.late, 6),
                   recency=round(parts.recency, 4), weight=round(parts.weight, 4),
                   total=round(parts.total, 6))
     return scores

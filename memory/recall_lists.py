@@ -87,5 +87,6 @@ def candidate_of(row: Any) -> Candidate:
         importance=row["importance"], dense_rank=row["dense_rank"],
         keyword_rank=row["keyword_rank"], similarity=row["similarity"],
         keyword_score=row["keyword_score"], graph_rank=row.get("graph_rank"),
-        graph_score=row.get("graph_score"),
+        graph_score=row.get("graph_score"), tokens=row.get("tokens"), late_rank=None,
+        late_score=None,  # (the rerank sets them: memory/recall_store.py)
     )

@@ -21,10 +21,11 @@ from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.statements import connect, fetch
-from llm.ports import Embedder, Embedding
+from llm.ports import Embedder, Embedding, TokenEmbedder
 from memory.event_recall import event_candidates
 from memory.hnsw_membership import ANN_FROM, nearest
 from memory.indexer import MAX_CHARS
+from memory.late_interaction import maxsim, unpack
 from memory.ranking import (
     Candidate,
     Mode,
@@ -246,13 +247,15 @@ class PostgresRecall:
     def __init__(
         self, engine: AsyncEngine, embedder: Embedder, count_tokens: Callable[[str], int],
         config: RecallConfig, *, embedder_name: str | None = None,
-        ann_from: int = ANN_FROM,
+        ann_from: int = ANN_FROM, token_embedder: TokenEmbedder | None = None,
     ) -> None:
         """`ann_from`: the threshold at which users join the HNSW index
-        (memory/hnsw_membership.py)."""
+        (memory/hnsw_membership.py); `token_embedder`: what gives the question's token vectors
+        for the rerank (`RecallConfig.rerank`), when the deployment's embedder can."""
         self._db = engine
         self._ann_from = ann_from
         self._embedder = embedder
+        self._tokens = token_embedder
         # Named, an embedder that embeds searches and texts alike hands the query's vector on
         # (RecallResult.text_vector), for the indexer to store rather than embed again.
         self._text_vectors = embedder_name if embedder_name and embedder.symmetric else None
@@ -300,14 +303,32 @@ class PostgresRecall:
             query.shown_from, now=now,
         )
         searched = time.perf_counter()
+        if cfg.rerank:
+            candidates = await self._reranked(text, candidates)
+        reranked = time.perf_counter()
         items = rank(candidates, now, cfg, self._count)
         timings = {
             "embed_ms": round((embedded - started) * 1000, 3),
             "search_ms": round((searched - embedded) * 1000, 3),
-            "rank_ms": round((time.perf_counter() - searched) * 1000, 3),
+            "rerank_ms": round((reranked - searched) * 1000, 3),
+            "rank_ms": round((time.perf_counter() - reranked) * 1000, 3),
         }
         own = (self._text_vectors, vector) if self._text_vectors and vector is not None else None
         return RecallResult(items, text, cfg.mode, len(candidates), timings, own)
+
+    async def _reranked(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
+        """The candidates, those with token vectors (events) ranked among themselves by MaxSim
+        against the question's (memory/late_interaction.py): `late_rank`, `late_score`. As they
+        were when the embedder gives no token vectors."""
+        held = [c for c in candidates if c.tokens is not None]
+        if not held or self._tokens is None:
+            return candidates
+        [question] = await self._tokens.token_vectors([query])
+        scores = {c.id: maxsim(question, unpack(c.tokens)) for c in held if c.tokens}
+        order = sorted(scores, key=lambda i: (-scores[i], i))
+        ranks = {i: n for n, i in enumerate(order, 1)}
+        return [replace(c, late_rank=ranks[c.id], late_score=scores[c.id])
+                if c.id in ranks else c for c in candidates]
 
     async def candidates(
         self, tenant_id: str, user_id: str, query: str, vector: Embedding | None,
@@ -391,5 +412,5 @@ def _scoring(cfg: RecallConfig, now: datetime) -> dict[str, Any]:
         "w_assistant": cfg.assistant_weight, "shortlist": SHORTLIST * cfg.max_items,
         "k1": cfg.bm25_k1, "b": cfg.bm25_b, "min_similarity": cfg.min_similarity,
         "min_keyword": cfg.min_keyword, "expand": cfg.fact_expansion,
-        "graph": cfg.graph, "graph_keywords": cfg.graph_keywords,
+        "graph": cfg.graph, "graph_keywords": cfg.graph_keywords, "late": cfg.rerank,
     }

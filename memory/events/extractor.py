@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from llm.completion import Completion, complete
 from llm.errors import LLMError
-from llm.ports import ChatModel, Embedder
+from llm.ports import ChatModel, Embedder, TokenEmbedder
 from llm.types import CompletionRequest, PromptMessage, Role
 from memory.events.cards import apply_updates, card_key, in_window, render
 from memory.events.extraction import read_extraction
@@ -37,6 +37,7 @@ from memory.events.salience import salient
 from memory.events.schema import Schemas
 from memory.events.store import Claimed, Lost, Message, NewEvent, Outcome, PostgresEventStore
 from memory.events.types import Candidate, Event, Extraction, Turn
+from memory.late_interaction import pack
 
 log = logging.getLogger("jin.events")
 
@@ -166,6 +167,9 @@ class Extractor:
         # (Each event's turns embedded too: its keywords' embeddings are their mean.)
         segments = await self._vectors([_segment(e, rows) for e in extraction.events])
         events = [replace(e, segment_vector=v) for e, v in zip(events, segments, strict=True)]
+        if isinstance(self._embedder, TokenEmbedder):  # kept for late-interaction rerank
+            tokens = await self._embedder.token_vectors([e.summary[:QUERY_CHARS] for e in events])
+            events = [replace(e, tokens=pack(t)) for e, t in zip(events, tokens, strict=True)]
         # Each field reads the events of its window (filters.within) as of now.
         updates, outside = in_window(self.schemas, extraction.updates,
                                      [e.ended_at for e in events], datetime.now(UTC))

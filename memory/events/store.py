@@ -107,15 +107,15 @@ WHERE id = :id AND holder = :holder AND status = 'running'""")
 _EVENTS = text("""
 INSERT INTO events (id, tenant_id, user_id, chat_id, batch_id, type, topic, properties, summary,
                     source_message_ids, embedding, embedder, started_at, ended_at,
-                    segment_embedding)
+                    segment_embedding, tokens)
 SELECT e.id, :t, :u, :chat, :batch, e.type, e.topic, e.properties, e.summary,
        ARRAY(SELECT CAST(jsonb_array_elements_text(e.sources) AS uuid)), e.v, :embedder,
-       e.started_at, e.ended_at, e.sv
+       e.started_at, e.ended_at, e.sv, e.tokens
 FROM unnest(CAST(:ids AS uuid[]), CAST(:types AS text[]), CAST(:topics AS text[]),
             CAST(:properties AS jsonb[]), CAST(:summaries AS text[]), CAST(:sources AS jsonb[]),
             CAST(:vectors AS vector[]), CAST(:starts AS timestamptz[]),
-            CAST(:ends AS timestamptz[]), CAST(:segments AS vector[]))
-     AS e(id, type, topic, properties, summary, sources, v, started_at, ended_at, sv)""")
+            CAST(:ends AS timestamptz[]), CAST(:segments AS vector[]), CAST(:tokens AS bytea[]))
+     AS e(id, type, topic, properties, summary, sources, v, started_at, ended_at, sv, tokens)""")
 
 # (The keyword rows follow by trigger: migration 0020.)
 _LINKS = text("""
@@ -183,6 +183,7 @@ class NewEvent:
     # The embedding of its turns' text: what its keywords' embeddings are the mean of (None:
     # its summary's stands in)
     segment_vector: Embedding | None = None
+    tokens: bytes | None = None  # its text's token vectors, packed (memory/late_interaction.py)
 
 
 @dataclass(frozen=True)
@@ -308,7 +309,8 @@ class PostgresEventStore:
                     "starts": [e.started_at for e in events],
                     "ends": [e.ended_at for e in events],
                     "segments": [None if e.segment_vector is None
-                                 else vector_param(e.segment_vector) for e in events]})
+                                 else vector_param(e.segment_vector) for e in events],
+                    "tokens": [e.tokens for e in events]})
                 links = [(k, e.id) for e in events for k in e.keywords]
                 if links:
                     await fetch(conn, _LINKS, {

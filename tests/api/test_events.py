@@ -306,3 +306,25 @@ async def test_a_quiet_chats_last_turns_are_extracted_though_short_of_a_batch(
         await stream_step(client, chat, "I have my driving exam on Monday.")
         [event] = (await until(lambda: listed(client, "events"), lambda b: b["items"]))["items"]
         assert len(event["source_messages"]) == 2  # two turns, where a batch holds eight
+
+
+async def test_with_the_built_in_embedder_events_keep_token_vectors_and_search_reranks(
+    jin_factory: Callable[..., str], helper: FakeOpenAIServer, model: FakeOpenAIServer,
+    engine: AsyncEngine,
+) -> None:
+    base = jin_factory(**EVENTS, embedder_url=None, recall_rerank=True)
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        chat = await new_chat(client)
+        model.push(Reply(["Good luck with the move."]))
+        helper.push(extraction([{"start": 0, "end": 1, "topic": "moving"}],
+                               [fact("moving", "home city", "Gdańsk")]))
+        await stream_step(client, chat, "We are moving to Gdańsk next month.")
+        [event] = (await until(lambda: listed(client, "events"), lambda b: b["items"]))["items"]
+        async with engine.connect() as conn:
+            size = (await conn.exec_driver_sql(
+                f"SELECT length(tokens) FROM events WHERE id = '{event['id']}'")).scalar_one()
+        assert size and size < 384 * 4 * 8  # int8 and merged: far less than float32 tokens
+        found = (await client.get("/v1/memories", params={
+            "user_id": "u1", "q": "which city am I moving to?"})).json()
+        by_id = {item["id"]: item for item in found["items"]}
+        assert by_id[event["id"]]["scores"]["late_rank"] == 1, found

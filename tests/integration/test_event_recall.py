@@ -12,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llm.onnx_embedder import OnnxMiniLM
+from memory.late_interaction import pack
 from memory.ranking import RecallConfig, RecallQuery, render
 from memory.recall_store import PostgresRecall
 from tests.integration.history import T0, import_chat
@@ -52,7 +53,8 @@ async def _card(engine: AsyncEngine, minilm: OnnxMiniLM, user: str, type_: str,
 
 def _recall(engine: AsyncEngine, minilm: OnnxMiniLM, **config: object) -> PostgresRecall:
     return PostgresRecall(engine, minilm, lambda s: len(s.split()),
-                          RecallConfig(**config))  # type: ignore[arg-type]
+                          RecallConfig(**config),  # type: ignore[arg-type]
+                          token_embedder=minilm)
 
 
 async def test_a_nickname_question_finds_the_event_and_the_card_of_that_user_only(
@@ -215,3 +217,31 @@ async def test_a_keywords_embedding_is_the_mean_of_its_events_turns_as_events_co
     async with engine.begin() as conn:
         await conn.execute(text("DELETE FROM events WHERE id = :id"), {"id": second})
     assert await keyword("nickname") is None
+
+
+async def test_the_rerank_scores_events_by_their_tokens_against_the_questions(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    texts = {"dentist": "commitment · dentist: what: see the dentist about the molar; who: user",
+             "train": "commitment · trip: what: buy train tickets to Kraków; who: user",
+             "report": "task_update · report: task: quarterly report; status: in_progress"}
+    ids = {}
+    for name, summary in texts.items():
+        ids[name] = await _event(engine, minilm, "ana", summary.split(" ·")[0], name, summary)
+        [tokens] = await minilm.token_vectors([summary])
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE events SET tokens = :b WHERE id = :id"),
+                               {"b": pack(tokens), "id": ids[name]})
+    recall = _recall(engine, minilm, rerank=True)
+    question = RecallQuery("t", "ana", "did I buy the tickets to Kraków?")
+
+    result = await recall.recall(question)
+    late = {item.id: item.scores for item in result.items}
+    assert late[ids["train"]]["late_rank"] == 1 and late[ids["train"]]["late"] > 0.5
+    assert all(s["late_rank"] for s in late.values())  # every event found is reranked
+    assert "rerank_ms" in result.timings
+    plain = await recall.recall(question, replace(recall.config, rerank=False))
+    assert all("late_rank" not in item.scores for item in plain.items)
+    # Without the rerank the fusion has one list fewer: the same event leads with less.
+    assert plain.items[0].id == ids["train"]
+    assert late[ids["train"]]["fused"] > plain.items[0].scores["fused"]
