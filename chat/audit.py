@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from db.statements import connect, fetch
+from db.statements import connect, fetch, transaction
 
 # name -> (what a finding means, a query returning the ids of the offending rows)
 CHECKS: dict[str, tuple[str, str]] = {
@@ -107,8 +107,8 @@ async def audit(engine: AsyncEngine) -> Audit:
     two checks disagree."""
     counts: dict[str, int] = {}
     samples: dict[str, list[str]] = {}
-    async with connect(engine) as conn, conn.raw.transaction(
-            isolation="repeatable_read", readonly=True):
+    async with connect(engine) as conn, transaction(
+            conn, isolation="repeatable_read", readonly=True):
         for name, (_, query) in CHECKS.items():
             rows = await fetch(conn, text(
                 f"SELECT count(*) OVER () AS n, x.* FROM ({query}) x LIMIT 5"), {})

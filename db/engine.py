@@ -94,8 +94,9 @@ def _register_vector(dbapi_connection: Any, _: Any) -> None:
 def _closed_by_server(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     """A pooled connection that the server closed while it sat idle (a restart, a terminated
     backend) is known to asyncpg as closed: the pool makes another in its place (SQLAlchemy's
-    way: a checkout hook raising DisconnectionError), rather than fail a request with it. A
-    connection the server dropped silently is found out by its next statement instead."""
+    way: a checkout hook raising DisconnectionError), rather than fail a request with it. One
+    whose close asyncpg has not seen yet is replaced at its first statement (db/statements.py);
+    one the server dropped silently is found out by its next statement."""
     if dbapi_connection.driver_connection.is_closed():
         raise DisconnectionError("the server closed this connection")
 

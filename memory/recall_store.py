@@ -20,7 +20,7 @@ from pgvector import Vector
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from db.statements import connect, fetch
+from db.statements import connect, fetch, transaction
 from llm.ports import Embedder, Embedding, TokenEmbedder
 from memory.event_recall import event_candidates
 from memory.hnsw_membership import ANN_FROM, nearest
@@ -372,7 +372,7 @@ class PostgresRecall:
                 rows = await fetch(conn, for_small_users(
                     cfg.candidates, cfg.keyword_scan, self._ann_from), params)
             else:
-                async with conn.raw.transaction():
+                async with transaction(conn):
                     await conn.raw.execute(_PLANNED_FOR_ITS_USER)
                     rows = await fetch(conn, _FOR_ANY_USER, params)
         found = []

@@ -21,7 +21,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from db.statements import Connection, connect, fetch
+from db.statements import Connection, connect, fetch, transaction
 from llm.ports import Embedder, Embedding
 from memory.duplicates import Add, Batch, Candidate, Decision, Stored, Supersede, Touch
 from memory.facts import clean, key_terms, normalize
@@ -193,7 +193,7 @@ class PostgresFactStore:
         common = {"t": tenant_id, "u": user_id, "embedder": self._embedder_name,
                   "importance": importance, "sources": sources, "origin": origin}
         async with connect(self._db) as conn:
-            async with conn.raw.transaction():  # the lock's, for all
+            async with transaction(conn):  # the lock's, for all
                 [owner] = await fetch(conn, _LOCK, common)
                 writes = await self._write_all(conn, candidates, {**common, "ann": owner["ann"]})
             rows = [((tenant_id, user_id), owner["ann"]) for w in writes if w.action != "updated"]

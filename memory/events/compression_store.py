@@ -23,7 +23,7 @@ import orjson
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from db.statements import connect, fetch, json_text
+from db.statements import connect, fetch, json_text, transaction
 from llm.ports import Embedding
 from memory.events.compression import Dated, Merge
 from memory.events.store import vector_param
@@ -176,7 +176,7 @@ class PostgresCompressionStore:
         """Claim the group's events for `holder`; False (and nothing claimed) when any is
         merged, gone, or claimed by another worker."""
         ids = [uuid.UUID(i) for i in merge.sources]
-        async with connect(self._db) as conn, conn.raw.transaction():
+        async with connect(self._db) as conn, transaction(conn):
             got = await fetch(conn, _CLAIM, {"holder": holder, "ttl": ttl, "ids": ids,
                                              "t": merge.owner[0], "u": merge.owner[1]})
             if len(got) == len(ids):
@@ -207,7 +207,7 @@ class PostgresCompressionStore:
         merge, sources = summary.merge, summary.sources
         ids = [s.id for s in sources]
         owner = {"t": merge.owner[0], "u": merge.owner[1]}
-        async with connect(self._db) as conn, conn.raw.transaction():
+        async with connect(self._db) as conn, transaction(conn):
             held = await fetch(conn, _HELD, {**owner, "ids": ids, "holder": holder})
             if len(held) != len(merge.sources) or len(ids) != len(merge.sources):
                 return False

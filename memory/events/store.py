@@ -24,7 +24,7 @@ from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from db.statements import Connection, connect, fetch, json_text
+from db.statements import Connection, connect, fetch, json_text, transaction
 from llm.ports import Embedding
 from memory.events import EventsError
 from memory.events.cards import Card, CardChange, CardKey
@@ -210,7 +210,7 @@ class PostgresEventStore:
     async def cut(self, chat_id: uuid.UUID, size: int, partial: bool) -> int:
         """Cut the chat's finished turns into batches of `size` (and a last, shorter one when
         `partial`); returns how many turns are left uncut."""
-        async with connect(self._db) as conn, conn.raw.transaction():
+        async with connect(self._db) as conn, transaction(conn):
             await fetch(conn, _CHAT_LOCK, {"chat": str(chat_id)})
             rows = await fetch(conn, _UNCUT, {"chat": chat_id, "n": size * 16})
             at = 0
@@ -288,7 +288,7 @@ class PostgresEventStore:
         event_vectors: Sequence[Embedding], changes: Sequence[CardChange],
         card_vectors: Sequence[Embedding], embedder: str,
     ) -> None:
-        async with connect(self._db) as conn, conn.raw.transaction():
+        async with connect(self._db) as conn, transaction(conn):
             await fetch(conn, _USER_LOCK, {"t": batch.tenant_id, "u": batch.user_id})
             done = await fetch(conn, _DONE, {
                 "id": batch.id, "holder": holder, "items": outcome.items,
@@ -327,7 +327,7 @@ class PostgresEventStore:
         """A card's next version written outside any batch (a field compression writes), with
         the events behind it; False when the card changed since it was read."""
         try:
-            async with connect(self._db) as conn, conn.raw.transaction():
+            async with connect(self._db) as conn, transaction(conn):
                 await fetch(conn, _USER_LOCK, {"t": tenant_id, "u": user_id})
                 await _write_card(conn, tenant_id, user_id, change, vector, embedder,
                                   list(sources), None)

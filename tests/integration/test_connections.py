@@ -11,12 +11,12 @@ from typing import Any
 
 import asyncpg
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event, make_url, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.engine import create_engine
 from db.errors import StoreUnavailable
-from db.statements import connect, fetch
+from db.statements import connect, fetch, transaction
 from tests.backends import until_gone, until_waiting
 
 _PID = text("SELECT pg_backend_pid()")
@@ -84,6 +84,96 @@ async def test_connections_the_server_closed_while_they_sat_in_the_pool_are_not_
     assert not set(await asyncio.gather(*(_pid(engine) for _ in range(3)))) & set(pids)
 
 
+class _LateClose:
+    """A TCP relay to Postgres that passes every byte at once but holds the server's close of a
+    connection until `release()`: the moment, short on a real network, between a terminated
+    backend's farewell error reaching the client and its socket's end reaching it too."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._to = (host, port)  # a host starting with / is a socket directory
+        self._released = asyncio.Event()
+        self.closed_upstream = 0  # connections whose server end has gone
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    def release(self) -> None:
+        self._released.set()
+
+    async def stop(self) -> None:
+        self.release()
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _relay(self, client_in: asyncio.StreamReader,
+                     client_out: asyncio.StreamWriter) -> None:
+        host, port = self._to
+        server_in, server_out = await (
+            asyncio.open_unix_connection(f"{host}/.s.PGSQL.{port}") if host.startswith("/")
+            else asyncio.open_connection(host, port))
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, *,
+                       hold: bool) -> None:
+            with contextlib.suppress(ConnectionError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            if hold:
+                self.closed_upstream += 1
+                await self._released.wait()
+            dst.close()
+
+        for task in (pump(client_in, server_out, hold=False),
+                     pump(server_in, client_out, hold=True)):
+            self._tasks.add(asyncio.create_task(task))
+
+
+@pytest.mark.parametrize("first", ["statement", "transaction"])
+async def test_a_pooled_connection_whose_server_ended_it_unseen_is_replaced_at_its_first_use(
+    engines: Engines, database_url: str, first: str,
+) -> None:
+    # The server ended a pooled connection: its farewell error has reached the client (asyncpg's
+    # protocol is stuck on it) but the socket's close has not, so nothing at checkout can tell.
+    # A request checking it out just then got a 503; the first statement must go to another
+    # connection instead, since none of it was sent.
+    url = make_url(database_url)
+    host = url.query.get("host") or url.host or "127.0.0.1"
+    relay = _LateClose(host if isinstance(host, str) else host[0], url.port or 5432)
+    port = await relay.start()
+    try:
+        killer = engines(1)
+        engine_via = create_engine(url.difference_update_query(["host"]).set(
+            host="127.0.0.1", port=port).render_as_string(hide_password=False), pool_size=1)
+        try:
+            pid = await _pid(engine_via)  # in the pool now
+            async with connect(killer) as conn:
+                await fetch(conn, text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+            await until_gone(killer, [pid])
+            for _ in range(200):  # the farewell is relayed; the close is held
+                if relay.closed_upstream:
+                    break
+                await asyncio.sleep(0.01)
+            assert relay.closed_upstream == 1
+            await asyncio.sleep(0.05)  # and the client has read the farewell
+            async with connect(engine_via) as conn:
+                if first == "statement":
+                    [(again,)] = await fetch(conn, _PID, {})
+                else:
+                    async with transaction(conn):
+                        [(again,)] = await fetch(conn, _PID, {})
+            assert again != pid
+        finally:
+            relay.release()
+            await engine_via.dispose()
+    finally:
+        await relay.stop()
+
+
 async def test_a_connection_whose_statement_was_cut_off_is_not_handed_out_again(
     engines: Engines,
 ) -> None:
@@ -146,7 +236,7 @@ async def test_a_connection_lost_under_a_transactions_own_statements_is_not_hand
                 async with connect(killer) as other:
                     await fetch(other, text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
                 await until_gone(killer, [pid])
-                async with conn.raw.transaction():
+                async with transaction(conn):
                     await fetch(conn, text("SELECT 1"), {})
         async with connect(engine) as conn:
             [(again, answer)] = await fetch(conn, text("SELECT pg_backend_pid(), 41 + 1"), {})
