@@ -4,11 +4,14 @@ A client resends the whole conversation each time. This module turns its `messag
 names the chat they belong to, and compares them with the end of what the chat has stored
 (`align`): either the client continues the chat (`Append`: only the turns jin lacks are new), or
 it changed or cut what it had sent before (`Diverged`), which the route answers with a visible
-"start over" line.
+"start over" line. Only the end is read, so each turn jin stores from a client's list keeps a
+digest of the list up to it (`marks`): a turn the client changed further back than the end
+read still changes the digest of every turn after it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,6 +21,9 @@ from chat.types import Message
 
 Role = Literal["system", "user", "assistant", "tool"]
 _NAMESPACE = uuid.UUID("0b6f3c1e-5a7d-4f2e-9c3b-8d1a2e4f6a70")
+# Where a stored turn keeps its place in the client's list: how many turns the list had up to it,
+# and their digest.
+HISTORY = "client_history"
 _ROLES: dict[str, Role] = {"system": "system", "developer": "system", "user": "user",
                            "assistant": "assistant", "tool": "tool"}
 
@@ -130,32 +136,68 @@ class Diverged:
     type: Literal["diverged"] = "diverged"
 
 
-def align(stored: list[Message], more_before: bool, conversation: list[Turn]) -> Append | Diverged:
-    """Compare the client's conversation with the end of the stored one.
+def digests(conversation: Sequence[Turn]) -> list[str]:
+    """For each turn, the digest of the conversation up to it, of what `align` compares: role,
+    text without its outer whitespace, and a tool call's or result's ids."""
+    running = hashlib.blake2b(digest_size=12)
+    out = []
+    for turn in conversation:
+        ids = [c["id"] for c in turn.tool_calls] if turn.role == "assistant" else []
+        if turn.role == "tool":
+            ids = [turn.tool_call_id or ""]
+        for part in (turn.role, turn.content.strip(), *ids):
+            data = part.encode()
+            running.update(b"%d:" % len(data) + data)
+        running.update(b";")
+        out.append(running.hexdigest())
+    return out
+
+
+def marks(turn: Turn, index: int, sums: list[str]) -> dict[str, Any]:
+    """The meta of the client's turn at `index` as stored: its own, and its place (`HISTORY`)."""
+    return {**turn.meta(), HISTORY: {"turns": index + 1, "digest": sums[index]}}
+
+
+def align(
+    stored: list[Message], more_before: bool, conversation: list[Turn],
+    sums: list[str] | None = None,
+) -> Append | Diverged:
+    """Compare the client's conversation with the end of the stored one (`sums`: its
+    `digests`, computed when not given).
 
     The client continues the chat when some first part of its list ends exactly as the stored
     conversation ends; the rest is new. The longest such part wins (the least is new). An answer
     jin did not finish (interrupted or failed) may be missing from the client's list. A client
     that dropped its oldest turns (its own context limit) still continues the chat; one whose
     list shares nothing with the stored end, or has turns before it that jin never stored
-    (while jin holds the whole conversation), diverged."""
+    (while jin holds the whole conversation), diverged. So did one whose list, up to the newest
+    matched turn that jin stored from a client's list, is not the list it was then (an edit
+    further back than the rows read), unless the client has fewer turns before it now (it
+    dropped its oldest)."""
     if not stored:
         return Append(list(conversation))
+    sums = digests(conversation) if sums is None else sums
     for k in range(len(conversation), 0, -1):
-        if _ends_alike(stored, more_before, conversation[:k]):
+        if _ends_alike(stored, more_before, conversation[:k], sums):
             return Append(list(conversation[k:]))
     if not more_before and all(_unfinished(m) for m in stored):
         return Append(list(conversation))
     return Diverged()
 
 
-def _ends_alike(stored: list[Message], more_before: bool, known: list[Turn]) -> bool:
+def _ends_alike(
+    stored: list[Message], more_before: bool, known: list[Turn], sums: list[str]
+) -> bool:
     i, j = len(stored) - 1, len(known) - 1
     if not _same(stored[i], known[j]) and not _unfinished(stored[i]):
         return False  # (the common miss, decided at once)
-    matched = 0
+    matched, checked = 0, False
     while i >= 0 and j >= 0:
         if _same(stored[i], known[j]):
+            if not checked and (place := stored[i].meta.get(HISTORY)) is not None:
+                checked = True  # (the newest mark covers every turn before it)
+                if not _same_place(place, j, sums):
+                    return False
             i, j, matched = i - 1, j - 1, matched + 1
         elif _unfinished(stored[i]):
             i -= 1
@@ -166,6 +208,18 @@ def _ends_alike(stored: list[Message], more_before: bool, known: list[Turn]) -> 
     # The client's list ran out first: it dropped its oldest turns. jin's ran out first: the
     # client has older turns, fine when jin did not read them all.
     return j < 0 or more_before
+
+
+def _same_place(place: Any, index: int, sums: list[str]) -> bool:
+    """Whether the client's turn at `index`, matched with a stored one marked `place`, comes
+    after the same turns as when it was stored. Fewer turns before it: the client dropped its
+    oldest, which cannot be checked. More: turns came in before it."""
+    turns = place.get("turns") if isinstance(place, dict) else None
+    if not isinstance(turns, int):
+        return True  # (not a mark jin wrote)
+    if index + 1 < turns:
+        return True
+    return index + 1 == turns and place.get("digest") == sums[index]
 
 
 def _unfinished(message: Message) -> bool:

@@ -24,6 +24,8 @@ from api.openai_history import (
     Turn,
     align,
     chat_id_for,
+    digests,
+    marks,
     split_system,
     turns_of,
 )
@@ -64,7 +66,8 @@ DEFAULT_USER = "default"  # the memory's user when a request names none
 # exchanges: the odds that an edited list ends exactly as jin's does for that long are nil),
 # and _SLACK more for unfinished answers the client may not have. (Reading as many rows as
 # the client sent decoded a 20-turn chat's 40 rows on every request, for the rare edit in
-# the middle of a list that ends as jin's does; a change further back is not looked for.)
+# the middle of a list that ends as jin's does: a change further back is found by the digest
+# each stored turn keeps of the list up to it, api/openai_history.py.)
 _COMPARED = 10
 _SLACK = 4
 _TITLE_CHARS = 80
@@ -188,7 +191,8 @@ async def _store_new(
     if system and system != chat.system_prompt:  # the client's system prompt is the chat's
         await deps.chats.update_chat(tenant, chat.id, {"system_prompt": system})
     history, new = "appended" if transcript.rows else "new", conversation
-    decision = align(transcript.rows, transcript.more_before, conversation)
+    sums = digests(conversation)
+    decision = align(transcript.rows, transcript.more_before, conversation, sums)
     if isinstance(decision, Append) and decision.new:
         new = decision.new
     elif isinstance(decision, Append) and transcript.rows[-1].status == "streaming":
@@ -207,17 +211,19 @@ async def _store_new(
                                 expect_position=position)
         position = line.position
     earlier, last = new[:-1], new[-1]
+    first = len(conversation) - len(new)  # (what is new is the end of the client's list)
     if earlier:
         now = datetime.now(UTC)
-        rows = [ImportedMessage(t.role, t.content, deps.counter.count(t.content), now, t.meta())
-                for t in earlier]
+        rows = [ImportedMessage(t.role, t.content, deps.counter.count(t.content), now,
+                                marks(t, first + n, sums)) for n, t in enumerate(earlier)]
         if await deps.chats.import_messages(tenant, chat.id, rows, position) is None:
             # (A step holds the chat, or another request wrote: either way, read it again.)
             raise HistoryMoved(f"chat {chat.id} moved past position {position}")
         position += len(rows) * POSITION_GAP  # (each imported row takes the next position)
     started = await start_step(deps, StepRequest(
         tenant, chat.id, last.content, None, received_at,
-        kind="tool" if last.role == "tool" else "user", meta=last.meta(), client_tools=tools,
+        kind="tool" if last.role == "tool" else "user",
+        meta=marks(last, len(conversation) - 1, sums), client_tools=tools,
         await_memory=False, expect_position=position, settings=settings))
     assert isinstance(started, Started)  # (no idempotency key: never a replay)
     return history, started

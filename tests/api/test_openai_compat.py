@@ -241,6 +241,34 @@ async def test_an_edited_history_resets_the_chat_visibly(
     assert [m["content"] for m in model.requests[-1]["messages"]] == ["name a colour"]
 
 
+async def test_an_edit_further_back_than_jin_compares_resets_the_chat_too(
+    jin_oai: Jin, model: FakeOpenAIServer
+) -> None:
+    # Nine exchanges: more rows than jin reads back to compare with the client's list.
+    history: list[dict[str, Any]] = [SYSTEM]
+    for n in range(9):
+        history.append({"role": "user", "content": f"question {n}"})
+        model.push(Reply([f"answer {n}"]))
+        _, headers = await _create(jin_oai, history)
+        history.append({"role": "assistant", "content": f"answer {n}"})
+    chat_id = headers["x-jin-chat-id"]
+    # The client edits its second answer and keeps every turn after it.
+    edited = [*history[:4], {"role": "assistant", "content": "answer 1, edited"},
+              *history[5:], {"role": "user", "content": "question 9"}]
+    model.push(Reply(["answer 9"]))
+    _, headers = await _create(jin_oai, edited)
+    assert headers["x-jin-chat-id"] == chat_id and headers["x-jin-history"] == "reset"
+    rows = await _rows(jin_oai, chat_id)
+    assert rows[18] == ("summary", "")  # the "start over" line, then the client's list
+    assert rows[19:] == [(m["role"], m["content"]) for m in edited[1:]] + [
+        ("assistant", "answer 9")]
+    # Unedited, the same list goes on as before.
+    model.push(Reply(["answer 10"]))
+    _, headers = await _create(jin_oai, [*edited, {"role": "assistant", "content": "answer 9"},
+                                         {"role": "user", "content": "question 10"}])
+    assert headers["x-jin-history"] == "appended"
+
+
 async def test_chat_and_user_named_by_header_or_metadata(
     jin_oai: Jin, model: FakeOpenAIServer
 ) -> None:

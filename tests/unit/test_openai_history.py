@@ -17,6 +17,8 @@ from api.openai_history import (
     Turn,
     align,
     chat_id_for,
+    digests,
+    marks,
     split_system,
 )
 from api.openai_wire import MessageIn
@@ -100,6 +102,35 @@ def test_an_unfinished_answer_the_client_never_got_may_be_missing() -> None:
     stored = [*STORED, _row("user", "three"), _row("assistant", "Par", "interrupted")]
     client = _turns(("user", "three"), ("assistant", "Par"), ("user", "go on"))
     assert align(stored, False, client) == Append(_turns(("user", "go on")))
+
+
+def _long_chat() -> tuple[list[Turn], list[Message]]:
+    """A client's 30-turn conversation and the end of it that jin reads (14 rows, more before),
+    each row marked as the route stores a client's turn."""
+    turns = [Turn("user" if i % 2 == 0 else "assistant", f"turn {i}") for i in range(30)]
+    sums = digests(turns)
+    rows = [_row(t.role, t.content,
+                 **marks(t, i, sums)) for i, t in enumerate(turns)]
+    return turns, rows[-14:]
+
+
+def test_an_edit_further_back_than_the_rows_read_diverges() -> None:
+    turns, stored = _long_chat()
+    question = Turn("user", "turn 30")
+    assert align(stored, True, [*turns, question]) == Append([question])
+    edited = [Turn("user", "turn 0, edited"), *turns[1:], question]
+    assert align(stored, True, edited) == Diverged()
+    # An answer the client edited far back, with only its whitespace changed: the same list.
+    trimmed = [*turns[:3], Turn("assistant", "  turn 3 \n"), *turns[4:], question]
+    assert align(stored, True, trimmed) == Append([question])
+    # Turns that came in before the end: not the list jin stored from.
+    assert align(stored, True, [Turn("user", "new first"), *turns, question]) == Diverged()
+
+
+def test_a_client_that_dropped_turns_far_back_still_continues() -> None:
+    turns, stored = _long_chat()
+    question = Turn("user", "turn 30")
+    assert align(stored, True, [*turns[10:], question]) == Append([question])
 
 
 def test_tool_calls_and_results_match_by_their_ids() -> None:
