@@ -7,8 +7,8 @@ among the messages, and its type's business weight (`RecallConfig.type_weights`)
 apart. Events have a third list, the keyword graph's (`_GRAPH`): those reached through the
 keywords nearest the question. Always scoped to one tenant and user. The user's events and cards
 are read by the owner's rows, exactly: they are a few per batch of turns, far fewer than the
-messages they came from (at 10,000 events a user that costs ~37 ms at p95: bench/README.md,
-event recall).
+messages they came from (at 10,000 events a user that adds ~22 ms at p95, with the
+vectors kept in the row by migration 0022: bench/README.md, event recall).
 
 Left out: an event merged into a summary (`compressed_into`: the summary stands for it), an
 event of the chat's window (from the same chat, ended at or after the window's first row), and

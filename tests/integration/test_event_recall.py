@@ -245,3 +245,25 @@ async def test_the_rerank_scores_events_by_their_tokens_against_the_questions(
     # Without the rerank the fusion has one list fewer: the same event leads with less.
     assert plain.items[0].id == ids["train"]
     assert late[ids["train"]]["fused"] > plain.items[0].scores["fused"]
+
+
+async def test_an_events_vector_stays_in_its_row_beside_its_token_vectors(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    # Recall's exact scan computes each event's distance: a vector moved to the TOAST table is
+    # read back for every event of the user (migration 0022).
+    summary = ("profile_fact · pet: attribute: the cat's name; value: Miso, a grey British "
+               "shorthair adopted in March from the shelter on Franka street")
+    event_id = await _event(engine, minilm, "ana", "profile_fact", "pet", summary)
+    [tokens] = await minilm.token_vectors([summary])
+    [turn] = await minilm.embed(["My cat is called Miso, we got her from the shelter in March"])
+    async with engine.begin() as conn:
+        await conn.execute(text("UPDATE events SET tokens = :b, segment_embedding = :s "
+                                "WHERE id = :id"),
+                           {"b": pack(tokens), "s": Vector(turn), "id": event_id})
+        row = (await conn.execute(text(
+            "SELECT pg_column_toast_chunk_id(embedding) AS vector, "
+            "pg_column_toast_chunk_id(tokens) AS tokens FROM events WHERE id = :id"),
+            {"id": event_id})).one()
+    assert row.tokens is not None  # the token vectors are what leaves the row
+    assert row.vector is None
