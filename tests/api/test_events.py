@@ -1,7 +1,8 @@
 """Event and entity memory over real HTTP and Postgres, with a scripted helper: events and a card
 patched across two batches, each version with its events; an invalid item dropped while the
-rest is kept; an empty extraction counted; a batch of a dead worker redone once; the answer
-never waiting for the extraction."""
+rest is kept; an empty extraction counted; an ambiguous patch refused without a second call;
+the five cards nearest the batch shown; a batch of a dead worker redone once; the answer never
+waiting for the extraction."""
 
 from __future__ import annotations
 
@@ -328,3 +329,74 @@ async def test_with_the_built_in_embedder_events_keep_token_vectors_and_search_r
             "user_id": "u1", "q": "which city am I moving to?"})).json()
         by_id = {item["id"]: item for item in found["items"]}
         assert by_id[event["id"]]["scores"]["late_rank"] == 1, found
+        # A step of a new chat sees the same paths in the context's recalled items.
+        other = await new_chat(client)
+        model.push(Reply(["To Gdańsk."]))
+        streamed = await stream_step(client, other, "which city am I moving to?")
+        [context] = [data for name, data in streamed if name == "context"]
+        recalled = {item["id"]: item for item in context["recalled"]}
+        assert recalled[event["id"]]["scores"]["late_rank"] == 1, context["recalled"]
+        assert "graph_rank" in recalled[event["id"]]["scores"]
+
+
+async def test_an_ambiguous_patch_is_refused_and_counted_with_no_second_call(
+    client: httpx.AsyncClient, model: FakeOpenAIServer, helper: FakeOpenAIServer,
+) -> None:
+    chat = await new_chat(client)
+    model.push(Reply(["Tea twice, noted."]))
+    helper.push(extraction(
+        [{"start": 0, "end": 1, "topic": "tea"}],
+        [{"type": "preference_stated", "topic": "tea",
+          "properties": {"subject": "tea", "stance": "likes"}}],
+        [{"entity": "preferences", "field": "card", "events": [0],
+          "value": block("", "## mornings\n- Likes tea\n## evenings\n- Likes tea")}]))
+    await stream_step(client, chat, "I like tea in the morning, and tea in the evening.")
+    await until(lambda: listed(client, "entities"), lambda b: b["items"])
+
+    model.push(Reply(["Coffee it is."]))
+    helper.push(extraction(  # "- Likes tea" is in two places: the patch cannot say which
+        [{"start": 0, "end": 1, "topic": "coffee"}],
+        [{"type": "preference_stated", "topic": "coffee",
+          "properties": {"subject": "coffee", "stance": "likes"}}],
+        [{"entity": "preferences", "field": "card", "events": [0],
+          "value": block("- Likes tea", "- Likes coffee")}]))
+    await stream_step(client, chat, "Actually, I switched to coffee.")
+    status = await until(lambda: extraction_status(client), lambda s: s["batches"] == 2)
+    assert status["dropped"] == 1
+    assert await metric(client, 'jin_extraction_dropped_total{reason="patch_ambiguous"}') == 1
+    [card] = (await listed(client, "entities"))["items"]
+    assert card["version"] == 1 and "coffee" not in card["fields"]["card"]
+    assert len(helper.requests) == 2  # one call a batch: the refusal asks nothing more
+    assert [e["topic"] for e in (await listed(client, "events"))["items"]] == ["coffee", "tea"]
+
+
+TASKS = {"fence": "paint the garden fence green", "taxes": "file the tax return for 2025",
+         "spanish": "learn the Spanish irregular verbs", "bike": "fix the bike's rear brakes",
+         "speech": "write the best man's wedding speech", "rome": "plan the trip to Rome",
+         "bread": "bake sourdough bread for the school fair"}
+
+
+async def test_the_helper_is_shown_the_five_cards_nearest_the_batch(
+    jin_factory: Callable[..., str], helper: FakeOpenAIServer, model: FakeOpenAIServer,
+) -> None:
+    base = jin_factory(**EVENTS, embedder_url=None)  # MiniLM: nearest by meaning
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        chat = await new_chat(client)
+        model.push(Reply(["Seven tasks, noted."]))
+        helper.push(extraction(
+            [{"start": 0, "end": 0, "topic": name} for name in TASKS],
+            [{"type": "task_update", "topic": name,
+              "properties": {"task": name, "status": "started"}} for name in TASKS],
+            [{"entity": "task", "key": name, "field": "progress", "events": [n],
+              "value": block("", f"- To {what}")} for n, (name, what) in enumerate(TASKS.items())]))
+        await stream_step(client, chat, "My tasks: " + "; ".join(TASKS.values()) + ".")
+        await until(lambda: listed(client, "entities"), lambda b: len(b["items"]) == 7)
+
+        model.push(Reply(["Green suits a fence."]))
+        helper.push(extraction([{"start": 0, "end": 1, "topic": "fence"}], []))
+        await stream_step(client, chat, "I bought green paint and two brushes for the fence.")
+        await until(lambda: extraction_status(client), lambda s: s["batches"] == 2)
+    shown = [line for line in helper.requests[1]["messages"][1]["content"].splitlines()
+             if line.startswith("### ")]
+    assert len(shown) == 5, shown
+    assert shown[0] == "### task: fence"
