@@ -100,6 +100,9 @@ class CreateChat(BaseModel):
     # An L3 snapshot of the same user (GET /v1/snapshots): the chat starts from it. (A UUID is
     # a string in JSON: not strict here.)
     from_snapshot: Annotated[uuid.UUID, Field(strict=False)] | None = None
+    # The assistant the user talks to in this chat: entity types grouped by user and assistant
+    # keep a card for each (docs/concepts.md, event memory).
+    assistant: Text = Field(default="", max_length=100)
 
 
 def _no_null_defaults(schema: dict[str, Any]) -> None:
@@ -140,6 +143,7 @@ def chat_json(chat: Chat) -> dict[str, Any]:
         "created_at": chat.created_at.isoformat(),
         "updated_at": chat.updated_at.isoformat(),
         "from_snapshot": str(chat.from_snapshot) if chat.from_snapshot is not None else None,
+        "assistant": chat.assistant,
     }
 
 
@@ -174,6 +178,7 @@ class ChatOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     from_snapshot: uuid.UUID | None = Field(description="the L3 snapshot it started from")
+    assistant: str = Field(description="the assistant the user talks to in it")
 
 
 class ChatPage(BaseModel):

@@ -85,7 +85,8 @@ class InMemoryChatStore:
             return self.state.chats[self.state.external_chats[key]]
         now = new.created_at or _now()
         chat = Chat(uuid.uuid4(), new.tenant_id, new.user_id, new.title, new.system_prompt,
-                    new.settings, new.busy_policy, now, now, from_snapshot=new.from_snapshot)
+                    new.settings, new.busy_policy, now, now, from_snapshot=new.from_snapshot,
+                    assistant=new.assistant)
         self.state.chats[chat.id] = chat
         self.state.rows[chat.id] = []
         if new.external_id is not None:

@@ -30,6 +30,7 @@ class NewChat:
     external_id: str | None = None
     created_at: datetime | None = None  # an imported conversation's own time; unset: now
     from_snapshot: uuid.UUID | None = None  # the L3 snapshot it starts from
+    assistant: str = ""  # the assistant the user talks to in it (chat/types.py Chat)
 
 
 @dataclass(frozen=True)

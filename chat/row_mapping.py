@@ -11,7 +11,7 @@ from db.rows import built
 
 CHAT_COLUMNS = (
     "id, tenant_id, user_id, title, system_prompt, settings, busy_policy, created_at, updated_at, "
-    "token_total, compaction, recovery, from_snapshot"
+    "token_total, compaction, recovery, from_snapshot, assistant"
 )
 MESSAGE_COLUMNS = (
     "id, chat_id, position, kind, content, reasoning, status, token_count, usage, step_id, "
@@ -50,6 +50,7 @@ def chat_from_row(row: Mapping[str, Any]) -> Chat:
         compaction=_json(row["compaction"]) or {},
         recovery=_json(row["recovery"]),
         from_snapshot=row["from_snapshot"],
+        assistant=row["assistant"],
     )
 
 

@@ -199,10 +199,10 @@ RETURNING {MESSAGE_COLUMNS}""")
 # (the no-op update makes the existing row come back; a chat without one never conflicts).
 _CREATE_CHAT = text(f"""
 INSERT INTO chats (id, tenant_id, user_id, title, system_prompt, settings, busy_policy,
-                   external_id, created_at, updated_at, from_snapshot)
+                   external_id, created_at, updated_at, from_snapshot, assistant)
 VALUES (:id, :tenant, :user, :title, :prompt, CAST(:settings AS jsonb), :policy, :external,
         COALESCE(CAST(:created AS timestamptz), now()),
-        COALESCE(CAST(:created AS timestamptz), now()), :snapshot)
+        COALESCE(CAST(:created AS timestamptz), now()), :snapshot, :assistant)
 ON CONFLICT (tenant_id, user_id, external_id) WHERE external_id IS NOT NULL
     DO UPDATE SET external_id = EXCLUDED.external_id
 RETURNING {CHAT_COLUMNS}""")
@@ -248,6 +248,7 @@ class PostgresChatStore:
                 "external": new.external_id,
                 "created": new.created_at,
                 "snapshot": new.from_snapshot,
+                "assistant": new.assistant,
             })
         return chat_from_row(row)
 

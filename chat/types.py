@@ -71,6 +71,9 @@ class Chat:
     # The L3 session snapshot the chat started from (orchestrator/snapshots.py): its digest is
     # fenced into each prompt while the snapshot exists.
     from_snapshot: uuid.UUID | None = None
+    # The assistant the user talks to here ("": the deployment's one): event memory keeps one
+    # card per user and assistant for the types grouped so (memory/events/cards.py).
+    assistant: str = ""
 
 
 @dataclass(frozen=True)

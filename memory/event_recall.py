@@ -39,6 +39,7 @@ _ROWS = f"""ue AS MATERIALIZED (
     SELECT id, card AS text, updated_at AS at, type, NULL::uuid AS chat_id,
            embedding <=> :qv AS d, content_tsv AS tsv
     FROM entities WHERE {_OWNER} AND card <> ''
+      AND (CAST(:assistant AS text) IS NULL OR left(key, 1) <> '@' OR key = :assistant)
 ), """
 
 

@@ -154,6 +154,9 @@ class RecallQuery:
     budget_tokens: int | None = None  # lower than the config's: what the prompt has room for
     vector: Awaitable[Embedding | None] | None = None  # the query's vector, asked for earlier
     now: datetime | None = None  # recency is measured from here (tests, replays)
+    # The chat's assistant: of the cards grouped by user and assistant, only its own come back
+    # (memory/events/segments.py assistant_key). None: every assistant's (a memory search).
+    assistant: str | None = None
 
 
 @dataclass(frozen=True)

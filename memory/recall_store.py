@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from db.statements import connect, fetch, transaction
 from llm.ports import Embedder, Embedding, TokenEmbedder
 from memory.event_recall import event_candidates
+from memory.events.segments import assistant_key
 from memory.hnsw_membership import ANN_FROM, nearest
 from memory.indexer import MAX_CHARS
 from memory.late_interaction import maxsim, unpack
@@ -300,7 +301,7 @@ class PostgresRecall:
         now, cfg = focused(text, query.now or datetime.now(UTC), cfg)
         candidates = await self.candidates(
             query.tenant_id, query.user_id, text, vector, list(query.exclude), cfg, query.hide,
-            query.shown_from, now=now,
+            query.shown_from, now=now, assistant=query.assistant,
         )
         searched = time.perf_counter()
         if cfg.rerank:
@@ -335,7 +336,7 @@ class PostgresRecall:
         exclude: list[uuid.UUID], cfg: RecallConfig,
         hide: tuple[uuid.UUID, datetime] | None = None,
         shown_from: tuple[uuid.UUID, int, datetime] | None = None, *,
-        now: datetime | None = None,
+        now: datetime | None = None, assistant: str | None = None,
     ) -> list[Candidate]:
         """The candidates the ranking puts first as of `now` (`SHORTLIST` times
         `cfg.max_items` at most of messages and facts, and the events' and cards' lists when
@@ -353,6 +354,7 @@ class PostgresRecall:
             "shown_chat": shown_from[0] if shown_from else None,
             "shown_from": shown_from[1] if shown_from else None,
             "shown_at": shown_from[2] if shown_from else None,
+            "assistant": assistant_key(assistant) if assistant is not None else None,
             **_scoring(cfg, now or datetime.now(UTC)),
         }
         if not cfg.events:

@@ -39,6 +39,7 @@ async def recall_into(
         chat.tenant_id, chat.user_id, query,
         exclude=(*(m.id for m in window.head), *(also_shown or [])), shown_from=shown_from,
         hide=(chat.id, hidden) if hidden else None, budget_tokens=room, vector=vector,
+        assistant=chat.assistant,
     ))
     items = list(result.items)
     fitted = plan

@@ -72,6 +72,7 @@ async def create_chat(body: CreateChat, runtime: RuntimeDep, tenant: TenantDep) 
         system_prompt=body.system_prompt,
         settings=ModelSettings(**body.settings.model_dump()),
         busy_policy=body.busy_policy,
+        assistant=body.assistant,
     )
     if body.from_snapshot is None:
         return chat_json(await runtime.deps.chats.create_chat(new))

@@ -26,7 +26,7 @@ from memory.events.schema import EntityType, Field, Schemas
 from memory.events.segments import topic_key
 from memory.events.types import Dropped, Update
 
-CardKey = tuple[str, str]  # (entity type, key): key is "" for types not grouped by topic
+CardKey = tuple[str, str]  # (entity type, key): "" by user, "@name" by user and assistant, a topic
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,9 @@ class CardChange:
 
 
 def card_key(update: Update) -> CardKey:
-    return update.entity, topic_key(update.key) if update.key is not None else ""
+    if update.key is None or update.key.startswith("@"):  # the user's; the user's and assistant's
+        return update.entity, update.key or ""
+    return update.entity, topic_key(update.key)
 
 
 def render(kind: EntityType, fields: Mapping[str, Any]) -> str:

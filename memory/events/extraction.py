@@ -28,14 +28,15 @@ from typing import Any, TypeGuard, cast
 
 from memory.events.patch import Refused, parse_patch
 from memory.events.schema import EventType, Schemas
-from memory.events.segments import topic_key, topics
+from memory.events.segments import assistant_key, topic_key, topics
 from memory.events.types import Dropped, Event, Extraction, Segment, Topic, Update
 
 
 def read_extraction(answer: str, schemas: Schemas, turns: Collection[int], *,
-                    cut: bool = False) -> Extraction:
+                    cut: bool = False, assistant: str = "") -> Extraction:
     """The valid part of the model's answer; `turns` are the indexes of the turns it was shown,
-    and `cut` says the token cap ended the answer (its JSON then is dropped as `truncated`)."""
+    `cut` says the token cap ended the answer (its JSON then is dropped as `truncated`), and
+    `assistant` is the batch's chat's (the card of a type grouped by user and assistant)."""
     dropped: list[Dropped] = []
     data = _json_object(answer, dropped, "truncated" if cut else "not_json")
     segments = [s for n, raw in enumerate(_section(data, "segments", dropped))
@@ -59,7 +60,8 @@ def read_extraction(answer: str, schemas: Schemas, turns: Collection[int], *,
             events.append(event)
         index_of[n] = merged[same]
     updates = [u for n, raw in enumerate(_section(data, "entities", dropped))
-               if (u := _update(f"entities[{n}]", raw, schemas, events, index_of, dropped))
+               if (u := _update(f"entities[{n}]", raw, schemas, events, index_of, dropped,
+                                 assistant))
                is not None]
     return Extraction(topics=found, events=tuple(events), updates=tuple(updates),
                       dropped=tuple(dropped))
@@ -155,7 +157,7 @@ def _properties(path: str, kind: EventType, raw: Any,
 
 
 def _update(path: str, raw: Any, schemas: Schemas, events: list[Event],
-            index_of: dict[int, int], dropped: list[Dropped]) -> Update | None:
+            index_of: dict[int, int], dropped: list[Dropped], assistant: str) -> Update | None:
     if not isinstance(raw, dict):
         dropped.append(Dropped(path, "not_an_object", repr(raw)[:80]))
         return None
@@ -174,10 +176,12 @@ def _update(path: str, raw: Any, schemas: Schemas, events: list[Event],
                                f"{kind.name}.{field.name} is {field.aggregate.op}: written by "
                                "compression, not extraction"))
         return None
-    if kind.keys != "topic":
-        key = None  # the user (and assistant) of the batch: nothing to name
+    if kind.keys == "user":
+        key = None  # the user of the batch: nothing to name
+    elif kind.keys == "user_and_assistant":
+        key = assistant_key(assistant)  # the batch's chat's: nothing for the model to name
     elif isinstance(raw.get("key"), str) and topic_key(raw["key"]):
-        key = " ".join(raw["key"].split())
+        key = topic_key(raw["key"])
     else:
         dropped.append(Dropped(f"{path}.key", "missing_key",
                                f"{kind.name} cards are one per topic: name the topic"))

@@ -143,12 +143,12 @@ class Extractor:
         query = "\n".join(t.text for t in kept)[:QUERY_CHARS]
         [vector] = await self._embedder.embed_query([query])
         cards = await self.store.nearest_cards(batch.tenant_id, batch.user_id, vector,
-                                               CANDIDATES)
+                                               CANDIDATES, batch.assistant)
         shown = [Candidate(c.entity, c.key or None, self._render(c.entity, c.fields))
                  for c in cards if self.schemas.entity(c.entity) is not None]
         answer = await self._ask(messages(self.prompt, kept, shown))
         extraction = read_extraction(answer.text, self.schemas, [t.index for t in kept],
-                                     cut=answer.cut)
+                                     cut=answer.cut, assistant=batch.assistant)
         return await self._finish(batch, holder, rows, extraction, self.prompt.digest)
 
     def _render(self, entity: str, fields: Any) -> str:

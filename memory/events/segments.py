@@ -21,6 +21,12 @@ def topic_key(name: str) -> str:
     return " ".join(_NOT_WORD.sub(" ", name.casefold()).split())
 
 
+def assistant_key(name: str) -> str:
+    """The key of a card grouped by user and assistant: "@" and the assistant's name ("@" alone
+    for the deployment's one assistant). No topic key starts so: `topic_key` keeps no "@"."""
+    return "@" + topic_key(name)
+
+
 def merge_spans(spans: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """Sorted, with overlapping or touching spans joined: (0, 3), (4, 6) -> (0, 6)."""
     merged: list[tuple[int, int]] = []

@@ -28,6 +28,7 @@ from db.statements import Connection, connect, fetch, json_text, transaction
 from llm.ports import Embedding
 from memory.events import EventsError
 from memory.events.cards import Card, CardChange, CardKey
+from memory.events.segments import assistant_key
 
 _CHAT_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended('jin.events:' || :chat, 0))")
 _USER_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended("
@@ -63,7 +64,8 @@ WHERE b.id = (
     WHERE status = 'pending' OR (status = 'running' AND claimed_until < now())
     ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING b.id, b.chat_id, b.tenant_id, b.user_id, b.first_position, b.last_position,
-          b.attempts""")
+          b.attempts, COALESCE((SELECT assistant FROM chats c WHERE c.id = b.chat_id), '')
+                      AS assistant""")
 
 _TURNS = text("""
 SELECT id, kind, content, created_at FROM messages
@@ -77,6 +79,7 @@ _NEAREST = text("""
 SELECT * FROM (
     SELECT type, key, fields, version, embedding <=> :v AS d FROM entities
     WHERE tenant_id = :t AND user_id = :u AND embedding IS NOT NULL
+      AND (left(key, 1) <> '@' OR key = :assistant)
     ORDER BY embedding <=> :v LIMIT :n) x
 ORDER BY d""")
 
@@ -159,6 +162,7 @@ class Claimed:
     first_position: int
     last_position: int
     attempts: int
+    assistant: str = ""  # the chat's (chats.assistant): its cards grouped by user and assistant
 
 
 @dataclass(frozen=True)
@@ -237,10 +241,13 @@ class PostgresEventStore:
         return [Message(r["id"], r["kind"], r["content"], r["created_at"]) for r in rows]
 
     async def nearest_cards(self, tenant_id: str, user_id: str, vector: Embedding,
-                            n: int) -> list[Card]:
+                            n: int, assistant: str = "") -> list[Card]:
+        """The user's `n` cards nearest `vector`; of the types grouped by user and assistant,
+        only `assistant`'s."""
         async with connect(self._db) as conn:
             rows = await fetch(conn, _NEAREST, {"t": tenant_id, "u": user_id, "n": n,
-                                                "v": vector_param(vector)})
+                                                "v": vector_param(vector),
+                                                "assistant": assistant_key(assistant)})
         return [_card(r) for r in rows]
 
     async def cards(self, tenant_id: str, user_id: str, keys: Sequence[CardKey]) -> dict[

@@ -53,7 +53,7 @@ class Update:
     """One field of one entity card, changed as the field's `Op` says."""
 
     entity: str
-    key: str | None  # the card's topic, for types grouped by topic; else None
+    key: str | None  # the card's topic, or "@" and its assistant (segments.py); by user: None
     field: str
     op: Op
     value: Any  # a patch's text, a number to add, items to append, a new value

@@ -400,3 +400,74 @@ async def test_the_helper_is_shown_the_five_cards_nearest_the_batch(
              if line.startswith("### ")]
     assert len(shown) == 5, shown
     assert shown[0] == "### task: fence"
+
+
+RAPPORT = """EntityType: rapport
+Description: How the user works with this assistant, as Markdown bullets.
+Fields:
+  card:
+    Type: string
+    Description: Markdown bullets, one a habit
+    AggregateExpression:
+      keys: user_and_assistant
+      filters: {events: [preference_stated]}
+      Op: patch
+"""
+
+
+def liking(subject: str) -> dict[str, Any]:
+    return {"type": "preference_stated", "topic": subject,
+            "properties": {"subject": subject, "stance": "likes"}}
+
+
+async def test_a_card_grouped_by_user_and_assistant_is_one_per_assistant(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer, helper: FakeOpenAIServer,
+    tmp_path: Any,
+) -> None:
+    (tmp_path / "rapport.yaml").write_text(RAPPORT)
+    base = jin_factory(**EVENTS, memory_schemas=str(tmp_path))
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        made = await client.post("/v1/chats", json={"user_id": "u1", "assistant": "Tutor"})
+        assert made.json()["assistant"] == "Tutor"
+        tutor, coach = made.json()["id"], await new_chat(client, assistant="coach")
+        for chat, habit in ((tutor, "- Learns from worked examples"),
+                            (coach, "- Keeps a plan for each week")):
+            model.push(Reply(["Noted."]))
+            helper.push(extraction([{"start": 0, "end": 1, "topic": "habits"}],
+                                   [liking("habits")],
+                                   [{"entity": "rapport", "field": "card", "events": [0],
+                                     "value": block("", habit)}]))
+            await stream_step(client, chat, f"About me: {habit[2:]}.")
+        cards = (await until(lambda: listed(client, "entities"),
+                             lambda b: len(b["items"]) == 2))["items"]
+        by_key = {c["key"]: c for c in cards}
+        assert set(by_key) == {"@tutor", "@coach"}
+
+        # A second chat with the tutor: the helper sees the tutor's card only, and patches it.
+        again = await new_chat(client, assistant="tutor")
+        model.push(Reply(["Examples it is."]))
+        helper.push(extraction([{"start": 0, "end": 1, "topic": "habits"}], [liking("habits")],
+                               [{"entity": "rapport", "field": "card", "events": [0],
+                                 "value": block("- Learns from worked examples",
+                                                "- Learns from worked examples, then drills")}]))
+        await stream_step(client, again, "Worked examples, then drills: that is how I learn.")
+        await until(lambda: extraction_status(client), lambda s: s["batches"] == 3)
+        shown = [line for line in helper.requests[2]["messages"][1]["content"].splitlines()
+                 if line.startswith("### ")]
+        assert shown == ["### rapport: @tutor"]
+        cards = {c["key"]: c for c in (await listed(client, "entities"))["items"]}
+        assert cards["@tutor"]["version"] == 2 and cards["@coach"]["version"] == 1
+
+        # Recall in a chat with the coach brings the coach's card, never the tutor's; a memory
+        # search, which names no assistant, finds both.
+        question = "my habits: worked examples, drills, or a plan for each week?"
+        model.push(Reply(["A weekly plan."]))
+        helper.push(extraction([{"start": 0, "end": 1, "topic": "habits"}], []))
+        streamed = await stream_step(client, await new_chat(client, assistant="coach"),
+                                     question)
+        [context] = [data for name, data in streamed if name == "context"]
+        recalled = {item["id"] for item in context["recalled"]}
+        assert cards["@coach"]["id"] in recalled and cards["@tutor"]["id"] not in recalled
+        found = (await client.get("/v1/memories", params={"user_id": "u1", "q": question})).json()
+        assert {cards["@coach"]["id"], cards["@tutor"]["id"]} <= {i["id"] for i in found["items"]}
+        await until(lambda: extraction_status(client), lambda s: s["batches"] == 4)

@@ -148,6 +148,13 @@ def test_a_good_answer_is_kept_whole() -> None:
         ("log", "append", "shipped", "jin release", (0,))]
 
 
+def test_a_topic_the_model_names_like_an_assistant_stays_a_topic() -> None:
+    # An assistant's card is keyed "@name" (chats.assistant): a topic can never take that form.
+    odd = {"entity": "task", "key": "@Tutor", "field": "status", "value": "done", "events": [0]}
+    result = read_extraction(_task_answer(odd), SCHEMAS, TURNS, assistant="tutor")
+    assert [u.key for u in result.updates] == ["tutor"]
+
+
 @pytest.mark.parametrize(("bad", "path", "reason"), [
     ({"entity": "tasks", "field": "status", "value": "done", "events": [0]},
      "entities[4].entity", "unknown_entity_type"),
