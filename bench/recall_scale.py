@@ -866,7 +866,8 @@ def main() -> None:
     if facts is None:
         migrate(url)
         facts = asyncio.run(load(url, server.get_uri(), layout))
-    else:
+    else:  # (migrated to head still: a later migration's indexes are measured too)
+        migrate(url)
         print("loaded by an earlier run: measuring only (--fresh loads again)")
     copy = None if args.no_copy else args.copy_partitions
     scans = [int(n) for n in args.keyword_scans.split(",") if n]
