@@ -83,10 +83,27 @@ _DENSE_SPLIT = nearest("message_id", "message_embeddings", _RECALLABLE, ":qv", "
                        indexed=True, gate=_USER_INDEXED)
 _DENSE_FACTS_SPLIT = nearest("id", "memories", _CURRENT_FACTS, ":qv", ":n", indexed=True,
                              gate=_USER_INDEXED)
+# The newest matches are walked in two owner indexes (migration 0024): the rows whose full-text
+# vector fits in an index entry, from the entries alone (`short`); then the longer rows, from the
+# table, back to the oldest of `short`'s matches if it found `:scan` of them (older ones would
+# not be among the newest `:scan`), else until it has `:scan`. The newest `:scan` of the two are
+# the newest of one walk over both; the long rows are read back only as far as the short went.
+_FITS = "recall_walk_fits(tenant_id, user_id, content_tsv)"
+_MATCHING = (f":keyword AND {_OWNER} AND content_tsv @@ to_tsquery('jin_search', :q) "
+             f"AND {_NOT_SHOWN} AND {_NOT_HIDDEN}")
 _KEYWORD = f"""
-        SELECT message_id AS id, content_tsv AS tsv FROM message_embeddings
-        WHERE :keyword AND {_OWNER} AND content_tsv @@ to_tsquery('jin_search', :q)
-          AND {_NOT_SHOWN} AND {_NOT_HIDDEN}
+        WITH short AS MATERIALIZED (
+            SELECT message_id AS id, content_tsv AS tsv, created_at FROM message_embeddings
+            WHERE {_FITS} AND {_MATCHING}
+            ORDER BY created_at DESC LIMIT :scan)
+        SELECT id, tsv FROM (
+            SELECT * FROM short
+            UNION ALL (
+            SELECT message_id, content_tsv, created_at FROM message_embeddings
+            WHERE NOT {_FITS} AND {_MATCHING}
+              AND created_at >= (SELECT CASE WHEN count(*) < :scan THEN '-infinity'
+                                        ELSE min(created_at) END FROM short)
+            ORDER BY created_at DESC LIMIT :scan)) w
         ORDER BY created_at DESC LIMIT :scan"""
 _KEYWORD_FACTS = f"""
         SELECT id, content_tsv AS tsv FROM memories

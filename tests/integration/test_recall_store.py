@@ -324,6 +324,29 @@ async def test_keyword_scores_are_bm25_over_the_users_rows_in_either_form(
         assert [i.scores["keyword_rank"] for i in by_rank] == [1, 2, 3, 4, 5]
 
 
+async def test_long_messages_are_kept_and_found_among_the_newest_keyword_matches(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    # A long answer's full-text vector (600 words: ~13 KB) is larger than an index entry can
+    # hold: such rows are walked apart from the short ones (migration 0024), and the newest
+    # matches are still the newest of all rows, long or short, in either form.
+    def long(i: int) -> str:
+        return "harbour " + " ".join(f"lex{i}q{k}" for k in range(600))
+
+    lines = [long(i) if i % 3 == 2 else f"the harbour trip note {i}" for i in range(12)]
+    _, ids = await import_chat(engine, "t", "sam", lines)
+    assert await _count(engine, "SELECT count(*) FROM message_embeddings "
+                                "WHERE user_id = 'sam'") == 12  # none left out
+    for scan in (3, 5, 12):
+        cfg = RecallConfig(keyword_scan=scan, min_keyword=0.0)
+        recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), cfg)
+        for form in ("for any user", "known to be small"):  # the first answer tells it
+            found = await recall.search("t", "sam", "harbour", mode="keyword", limit=20)
+            assert {i.id for i in found.items} == set(ids[-scan:]), (scan, form)
+    found = await recall.search("t", "sam", "lex8q599", mode="keyword", limit=5)
+    assert [i.id for i in found.items] == [ids[8]]
+
+
 async def test_keyword_search_finds_russian_and_ukrainian_inflected_forms(
     engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
