@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.keys import KeyStore
 from llm.testing import FakeOpenAIServer, Reply
+from tests.api.test_compaction import FILLER, SMALL, summary_reply
 from tests.api.test_memory import indexed
 
 SYSTEM = {"role": "system", "content": "You are terse."}
@@ -288,6 +289,9 @@ async def test_chat_and_user_named_by_header_or_metadata(
     assert chat["user_id"] == "ann"
     assert [c for _, c in await _rows(jin_oai, chat_id)] == [
         "my code is 4417", "noted", "what is my code?", "4417"]
+    # The brain read jin's window, not the client's list of one message.
+    assert [m["content"] for m in model.requests[-1]["messages"]] == [
+        "my code is 4417", "noted", "what is my code?"]
     # Another user's chat of the same name is another chat; jin's own chat id names itself.
     _, other = await _create(jin_oai, ask, extra_headers={"X-Jin-Chat-Id": "lockers"},
                              user="bob")
@@ -296,6 +300,15 @@ async def test_chat_and_user_named_by_header_or_metadata(
     _, by_id = await _create(jin_oai, [{"role": "user", "content": "x"}],
                              extra_headers={"X-Jin-Chat-Id": chat_id})
     assert by_id["x-jin-chat-id"] == chat_id
+    # The header names the user over `user`; a chat id of another user's chat is refused.
+    model.push(Reply(["header"]))
+    _, both = await _create(jin_oai, ask, user="bob", extra_headers={
+        "X-Jin-Chat-Id": "lockers", "X-Jin-User-Id": "ann"})
+    assert both["x-jin-chat-id"] == chat_id
+    with pytest.raises(openai.ConflictError) as mismatch:
+        await _create(jin_oai, ask, user="bob", extra_headers={"X-Jin-Chat-Id": chat_id})
+    assert mismatch.value.code == "chat_user_mismatch"
+    assert len(await _rows(jin_oai, chat_id)) == 8  # (nothing stored by the refused one)
 
 
 async def test_errors_are_openai_error_objects(jin_oai: Jin, model: FakeOpenAIServer) -> None:
@@ -335,7 +348,7 @@ WEATHER = {"type": "function", "function": {
 
 
 async def test_client_tools_round_trip_and_jins_memory_tools_stay_internal(
-    jin_oai: Jin, model: FakeOpenAIServer
+    jin_oai: Jin, model: FakeOpenAIServer, engine: AsyncEngine
 ) -> None:
     ask = [{"role": "user", "content": "Weather in Kyiv? Remember I live there."}]
     # The brain first saves a fact with jin's own tool, then calls the client's.
@@ -343,8 +356,10 @@ async def test_client_tools_round_trip_and_jins_memory_tools_stay_internal(
                                   "arguments": {"text": "The user lives in Kyiv."}}]),
                Reply(tool_calls=[{"name": "get_weather", "id": "call_w",
                                   "arguments": {"city": "Kyiv"}}]))
+    forced = {"type": "function", "function": {"name": "get_weather"}}
     stream = await jin_oai.sdk.chat.completions.create(
-        model="jin", messages=ask, tools=[WEATHER], stream=True)  # type: ignore[arg-type]
+        model="jin", messages=ask, tools=[WEATHER], tool_choice=forced,  # type: ignore[arg-type]
+        stream=True)
     calls: dict[int, dict[str, str]] = {}
     finish = None
     async for chunk in stream:
@@ -361,6 +376,7 @@ async def test_client_tools_round_trip_and_jins_memory_tools_stay_internal(
     # The brain was offered both; the client saw only its own tool called.
     offered = [t["function"]["name"] for t in model.requests[0]["tools"]]
     assert offered == ["remember", "forget", "get_weather"]
+    assert model.requests[0]["tool_choice"] == forced  # as the client asked
     facts = (await jin_oai.http.get("/v1/memories", params={"user_id": "default"})).json()
     assert [f["text"] for f in facts["items"]] == ["The user lives in Kyiv."]
 
@@ -370,12 +386,14 @@ async def test_client_tools_round_trip_and_jins_memory_tools_stay_internal(
             "function": {"name": "get_weather", "arguments": '{"city": "Kyiv"}'}}
     history = [*ask, {"role": "assistant", "content": None, "tool_calls": [call]},
                {"role": "tool", "tool_call_id": "call_w", "content": "12C, sunny"}]
+    await indexed(engine)  # the fact and the question are recallable from here on
     completion, headers = await _create(jin_oai, history, tools=[WEATHER])
     assert completion.choices[0].message.content == "12 degrees and sunny"
     assert headers["x-jin-history"] == "appended"
     # The brain read the call and its result next to each other: nothing (no recalled memory)
-    # between them, as model servers require.
+    # between them, as model servers require; a tool's result is not a question to recall for.
     sent = model.requests[-1]["messages"]
+    assert not [m for m in sent if m["content"].startswith("<memory-context>")]
     assert [m["role"] for m in sent[-3:]] == ["user", "assistant", "tool"]
     assert sent[-2]["tool_calls"] == [call] and sent[-1]["tool_call_id"] == "call_w"
     rows = (await jin_oai.http.get(f"/v1/chats/{headers['x-jin-chat-id']}/messages")).json()
@@ -387,16 +405,120 @@ async def test_client_tools_round_trip_and_jins_memory_tools_stay_internal(
     # The next turn resends all of it: only the new question is stored, in order.
     model.push(Reply(["Take sunglasses."]))
     history += [{"role": "assistant", "content": "12 degrees and sunny"},
-                {"role": "user", "content": "What should I wear?"}]
+                {"role": "user", "content": "What should I wear in Kyiv?"}]
     _, headers = await _create(jin_oai, history, tools=[WEATHER])
     assert headers["x-jin-history"] == "appended"
     sent = model.requests[-1]["messages"]
+    # Recalled memory (the fact the brain saved) goes right before the new question, after
+    # the whole tool sequence.
+    fences = [i for i, m in enumerate(sent) if m["content"].startswith("<memory-context>")]
+    assert fences == [len(sent) - 2]
+    assert "The user lives in Kyiv." in sent[fences[0]]["content"]
     assert [m["role"] for m in sent if m["role"] != "system"] == [
         "user", "assistant", "tool", "assistant", "user"]
-    # Recalled memory (when the indexer was quick enough to find the fact) goes only right
-    # before the new question, after the whole tool sequence.
-    fences = [i for i, m in enumerate(sent) if m["content"].startswith("<memory-context>")]
-    assert fences in ([], [len(sent) - 2])
+
+
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "The local time in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+async def test_calls_of_two_client_tools_and_jins_own_in_one_round_not_streamed(
+    jin_oai: Jin, model: FakeOpenAIServer
+) -> None:
+    ask = [SYSTEM, {"role": "user", "content": "Weather and time in Lviv? I moved there."}]
+    # One model call asks for jin's memory tool and both of the client's at once.
+    model.push(Reply(tool_calls=[
+        {"name": "get_weather", "id": "call_w", "arguments": {"city": "Lviv"}},
+        {"name": "remember", "id": "call_mem", "arguments": {"text": "The user lives in Lviv."}},
+        {"name": "get_time", "id": "call_t", "arguments": {"city": "Lviv"}}]))
+    completion, headers = await _create(jin_oai, ask, tools=[WEATHER, TIME])
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    calls = [(c.id, c.function.name, c.function.arguments) for c in choice.message.tool_calls]
+    assert calls == [("call_w", "get_weather", '{"city": "Lviv"}'),
+                     ("call_t", "get_time", '{"city": "Lviv"}')]  # not jin's own
+    facts = (await jin_oai.http.get("/v1/memories", params={"user_id": "default"})).json()
+    assert [f["text"] for f in facts["items"]] == ["The user lives in Lviv."]
+
+    # Both results come back, in the order the client ran them: stored in that order, and the
+    # brain reads them after the calls.
+    model.push(Reply(["Rainy, and it is noon."]))
+    as_sent = [c.model_dump(exclude_none=True) for c in choice.message.tool_calls]
+    history = [*ask, {"role": "assistant", "content": None, "tool_calls": as_sent},
+               {"role": "tool", "tool_call_id": "call_t", "content": "12:00"},
+               {"role": "tool", "tool_call_id": "call_w", "content": "rain"}]
+    completion, headers = await _create(jin_oai, history, tools=[WEATHER, TIME])
+    assert completion.choices[0].message.content == "Rainy, and it is noon."
+    assert headers["x-jin-history"] == "appended"
+    sent = model.requests[-1]["messages"]
+    assert [(m["role"], m.get("tool_call_id")) for m in sent[-3:]] == [
+        ("assistant", None), ("tool", "call_t"), ("tool", "call_w")]
+    assert [c["id"] for c in sent[-3]["tool_calls"]] == ["call_w", "call_t"]
+    assert await _rows(jin_oai, headers["x-jin-chat-id"]) == [
+        ("user", ask[1]["content"]), ("assistant", ""), ("tool", "12:00"), ("tool", "rain"),
+        ("assistant", "Rainy, and it is noon.")]
+
+
+async def test_a_provider_failure_mid_stream_is_an_error_event_and_the_question_is_kept(
+    jin_oai: Jin, model: FakeOpenAIServer
+) -> None:
+    model.push(Reply(status=500))
+    stream = await jin_oai.sdk.chat.completions.create(
+        model="jin", messages=[{"role": "user", "content": "are you there?"}],
+        metadata={"chat_id": "flaky"}, stream=True)
+    with pytest.raises(openai.APIError) as failed:
+        async for _ in stream:
+            pass
+    assert failed.value.body["code"] == "provider_error"  # type: ignore[index]
+    # The user's message is kept; the answer is marked failed, and the next request goes on.
+    model.push(Reply(["yes"]))
+    completion, headers = await _create(
+        jin_oai, [{"role": "user", "content": "hello?"}], metadata={"chat_id": "flaky"})
+    assert completion.choices[0].message.content == "yes"
+    page = (await jin_oai.http.get(f"/v1/chats/{headers['x-jin-chat-id']}/messages")).json()
+    assert [(m["kind"], m["content"], m["status"]) for m in page["messages"]] == [
+        ("user", "are you there?", "complete"), ("assistant", "", "failed"),
+        ("user", "hello?", "complete"), ("assistant", "yes", "complete")]
+
+
+async def test_a_long_conversation_resent_each_turn_compacts_as_a_native_chat_does(
+    jin_oai: Jin, model: FakeOpenAIServer, helper: FakeOpenAIServer
+) -> None:
+    # The client resends its whole list every turn; jin compacts its own window, and from then
+    # on the brain reads the summary and the tail, not the client's list, which jin still
+    # matches against what it stored (a summary between the rows is not an edit).
+    history: list[dict[str, Any]] = [SYSTEM]
+    chat_id, summary = None, None
+    facts = [f"Room {100 + i} has code K{7000 + i}." for i in range(12)]
+    helper.push(summary_reply(facts), summary_reply(facts))  # (the last turn may compact too)
+    for turn, fact in enumerate(facts):
+        history.append({"role": "user", "content": f"Remember this. {fact} {FILLER}"})
+        model.push(Reply([f"Noted: {fact}"]))
+        completion, headers = await _create(jin_oai, history)
+        history.append({"role": "assistant", "content": completion.choices[0].message.content})
+        assert headers["x-jin-history"] == ("new" if turn == 0 else "appended")
+        if chat_id is None:
+            chat_id = headers["x-jin-chat-id"]
+            patched = await jin_oai.http.patch(f"/v1/chats/{chat_id}", json={"settings": SMALL})
+            assert patched.status_code == 200, patched.text
+        assert headers["x-jin-chat-id"] == chat_id
+        page = (await jin_oai.http.get(f"/v1/chats/{chat_id}/messages",
+                                       params={"limit": 200})).json()
+        summary = next((m["content"] for m in page["messages"] if m["kind"] == "summary"),
+                       None)
+        if summary is not None:
+            break
+    assert summary is not None, "the chat should have compacted by now"
+    model.push(Reply(["K7000."]))
+    history.append({"role": "user", "content": "Which code has room 100?"})
+    _, headers = await _create(jin_oai, history)
+    assert headers["x-jin-history"] == "appended" and headers["x-jin-chat-id"] == chat_id
+    sent = [m["content"] for m in model.requests[-1]["messages"]]
+    assert any(summary in c for c in sent)
+    assert len(sent) < len(history)  # its window, not the client's list
+    said = [c for k, c in await _rows(jin_oai, chat_id) if k in ("user", "assistant")]
+    assert said == [m["content"] for m in history[1:]] + ["K7000."]  # each stored once
 
 
 async def test_a_second_chat_of_the_same_user_recalls_the_first(
