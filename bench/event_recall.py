@@ -106,7 +106,7 @@ INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embeddi
 SELECT m.id, m.chat_id, 't', :u,
        (SELECT CAST(array_agg(random() - 0.5) AS vector) FROM generate_series(1, :dim) g
         WHERE m.id IS NOT NULL),  -- (correlated: a vector of its own for each row)
-       to_tsvector('jin_search', m.content), 'bench', m.created_at, m.position, false
+       recall_text_vector(m.content), 'bench', m.created_at, m.position, false
 FROM messages m WHERE m.chat_id = :chat
 ON CONFLICT DO NOTHING""")
 

@@ -53,7 +53,7 @@ SELECT gen_random_uuid(), '{_CHAT}', g, 'user',
 FROM generate_series(1, {{rows}}) g;
 INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embedding, content_tsv,
                                 embedder, created_at, position, ann)
-SELECT id, chat_id, 't', 'u', NULL, to_tsvector('jin_search', content), NULL, created_at,
+SELECT id, chat_id, 't', 'u', NULL, recall_text_vector(content), NULL, created_at,
        position, false FROM messages;
 """
 

@@ -96,7 +96,7 @@ WITH {_LAZY}, m AS MATERIALIZED (
     INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embedding,
                                     content_tsv, embedder, created_at, position, ann)
     SELECT m.id, m.chat_id, ch.tenant_id, ch.user_id, b.embedding,
-           to_tsvector('jin_search', m.content), :embedder, m.created_at, m.position,
+           recall_text_vector(m.content), :embedder, m.created_at, m.position,
            COALESCE(o.ann, false)
     FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, embedding)
     CROSS JOIN lazy JOIN m ON m.id = b.id JOIN chats ch ON ch.id = m.chat_id

@@ -347,6 +347,24 @@ async def test_long_messages_are_kept_and_found_among_the_newest_keyword_matches
     assert [i.id for i in found.items] == [ids[8]]
 
 
+async def test_a_message_too_long_for_a_full_text_vector_is_kept_and_found_by_its_start(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    # 1 MB of short distinct words (a log pasted into a chat elsewhere, then imported) would
+    # make a full-text vector over Postgres's 1 MB: its first 100,000 characters make it.
+    words = [f"z{i:06x}" for i in range(150_000)]
+    pasted = "harbourlog " + " ".join(words)
+    _, ids = await import_chat(engine, "t", "pat", ["here is my log", pasted, "thanks"])
+    while await Indexer(engine, minilm, minilm.name).drain_once():
+        pass
+    assert await _count(engine, "SELECT count(*) FROM message_embeddings WHERE user_id = 'pat' "
+                                "AND embedding IS NOT NULL") == 3
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig())
+    for word, found in (("harbourlog", [ids[1]]), (words[1000], [ids[1]]), (words[-1], [])):
+        result = await recall.search("t", "pat", word, mode="keyword", limit=5)
+        assert [i.id for i in result.items] == found, word
+
+
 async def test_keyword_search_finds_russian_and_ukrainian_inflected_forms(
     engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
