@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 
 from fastapi import FastAPI
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -217,6 +218,27 @@ class _Memory:
     indexer: Indexer | None
     problem: str | None  # why memory is off, when it is
     embedder: Embedder | None = None
+    warning: str | None = None  # what memory lacks while on (vectors of another embedder)
+
+
+# The vectors of a sample of the stored messages and facts (the first rows each table reads):
+# how many another model made. One model at a time writes a deployment's vectors, so a sample
+# tells a change of embedder without reading every row at each start.
+_OTHER_VECTORS = text("""
+SELECT count(*) FILTER (WHERE embedder <> :name) AS other, count(*) AS seen FROM (
+    (SELECT embedder FROM message_embeddings WHERE embedder IS NOT NULL LIMIT 1000)
+    UNION ALL (SELECT embedder FROM memories WHERE embedder IS NOT NULL LIMIT 1000)) s""")
+
+
+async def _other_vectors(db: AsyncEngine, name: str) -> str | None:
+    """What to say when stored vectors are another embedder's (the same dimension, so nothing
+    else tells): recall by meaning cannot compare them with this one's questions."""
+    async with db.connect() as conn:
+        other, seen = (await conn.execute(_OTHER_VECTORS, {"name": name})).one()
+    if not other:
+        return None
+    return (f"{other} of {seen} stored vectors sampled were made by another embedder than "
+            f"{name}: recall by meaning misses them until `jin reindex` re-embeds them")
 
 
 async def _memory(
@@ -256,7 +278,10 @@ async def _memory(
     indexer = Indexer(db, embedder, provider.model, settings.indexer_config())
     log.info("memory: embedder %s (%d dims), recall %s", provider.model, embedder.dim,
              recall_config.mode if recall else "off")
-    return _Memory(provider, facts, recall, indexer, None, embedder)
+    warning = await _other_vectors(db, provider.model)
+    if warning is not None:
+        log.warning("memory: %s", warning)
+    return _Memory(provider, facts, recall, indexer, None, embedder, warning)
 
 
 def _extractor(settings: Settings, engine: AsyncEngine, memory: _Memory, helper: ChatModel,
@@ -431,7 +456,7 @@ def create_app(settings: Settings, on_shutdown: Callable[[], None] | None = None
                        **({"translator": translator} if translator is not None else {}),
                        "embedder": memory.provider},
             probe=RoleProbe(servers),
-            metrics=meter, memory_problem=memory.problem,
+            metrics=meter, memory_problem=memory.problem, memory_warning=memory.warning,
             transcripts=PostgresTranscripts(engine), indexer=memory.indexer,
         )
         app.state.runtime = runtime

@@ -34,7 +34,7 @@ def build_embedder(settings: Settings, server: Provider | None) -> tuple[Embedde
     if settings.embedder == "e5":
         from llm.e5_embedder import E5Embedder
 
-        built: Any = E5Embedder()
+        built: Any = E5Embedder(threads=settings.embedding_threads())
     else:
         from llm.onnx_embedder import OnnxMiniLM
 
@@ -67,4 +67,4 @@ def duplicate_cosine(settings: Settings) -> float:
     brother ..." at 0.95; MiniLM spreads them out (0.92 is a paraphrase)."""
     if settings.fact_duplicate_cosine is not None:
         return settings.fact_duplicate_cosine
-    return 0.97 if settings.embedder == "e5" and not settings.embedder_url else 0.92
+    return 0.97 if settings.builtin_e5() else 0.92

@@ -39,6 +39,7 @@ class Runtime:
     providers: dict[str, ProviderConfig | dict[str, Any]]
     metrics: Metrics = field(default_factory=Metrics)
     memory_problem: str | None = None  # why memory is off, when it is
+    memory_warning: str | None = None  # what memory lacks while on (api/app.py _other_vectors)
     transcripts: TranscriptStore | None = None  # for the OpenAI-compatible route
     probe: RoleProbe | None = None  # whether each role's server answers (/v1/status)
     indexer: Indexer | None = None  # told of each step, so that it backfills between them

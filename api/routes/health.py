@@ -96,6 +96,7 @@ async def status(runtime: RuntimeDep) -> dict[str, Any]:
     memory: dict[str, Any] = {
         "enabled": runtime.memory_problem is None,
         "problem": runtime.memory_problem,
+        "warning": runtime.memory_warning,
         "recall": deps.recall.mode if deps.recall is not None else None,
         "tools": deps.facts is not None and deps.config.memory_tools,
     }

@@ -313,7 +313,8 @@ async def test_with_the_built_in_embedder_events_keep_token_vectors_and_search_r
     jin_factory: Callable[..., str], helper: FakeOpenAIServer, model: FakeOpenAIServer,
     engine: AsyncEngine,
 ) -> None:
-    base = jin_factory(**EVENTS, embedder_url=None, recall_rerank=True)
+    # MiniLM: the built-in embedder that gives token vectors (e5's engine gives none).
+    base = jin_factory(**EVENTS, embedder_url=None, embedder="minilm", recall_rerank=True)
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         chat = await new_chat(client)
         model.push(Reply(["Good luck with the move."]))
@@ -379,7 +380,7 @@ TASKS = {"fence": "paint the garden fence green", "taxes": "file the tax return 
 async def test_the_helper_is_shown_the_five_cards_nearest_the_batch(
     jin_factory: Callable[..., str], helper: FakeOpenAIServer, model: FakeOpenAIServer,
 ) -> None:
-    base = jin_factory(**EVENTS, embedder_url=None)  # MiniLM: nearest by meaning
+    base = jin_factory(**EVENTS, embedder_url=None, embedder="minilm")  # nearest by meaning
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         chat = await new_chat(client)
         model.push(Reply(["Seven tasks, noted."]))

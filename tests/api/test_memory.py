@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import uuid
 from collections.abc import Callable
@@ -13,6 +14,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from api.reindex import reindex
+from api.settings import Settings
 from chat.types import summary_id_for
 from llm.testing import FakeOpenAIServer, Reply, embed_text
 from tests.api.sse_client import history, new_chat, stream_step
@@ -289,13 +292,37 @@ async def test_an_embedder_of_another_size_turns_memory_off_loudly_and_steps_sti
         assert "tools" not in model.requests[-1]
 
 
+async def test_vectors_of_another_embedder_are_reported_at_start_and_reindex_clears_it(
+    jin_factory: Callable[..., str], model: FakeOpenAIServer, engine: AsyncEngine,
+    database_url: str,
+) -> None:
+    # A database indexed by MiniLM, then served by the built-in default (e5), of the same
+    # dimension: nothing else would tell the two models' vectors apart.
+    async with httpx.AsyncClient(base_url=jin_factory(embedder_url=None, embedder="minilm"),
+                                 timeout=30) as c:
+        chat_id = await new_chat(c)
+        model.push(Reply(["Noted."]))
+        await stream_step(c, chat_id, "My bike is a red Cervelo")
+        await indexed(engine)
+        assert (await c.get("/v1/status")).json()["memory"]["warning"] is None
+    async with httpx.AsyncClient(base_url=jin_factory(embedder_url=None), timeout=30) as c:
+        memory = (await c.get("/v1/status")).json()["memory"]
+        assert memory["enabled"] is True
+        assert "another embedder" in memory["warning"] and "jin reindex" in memory["warning"]
+    done = await reindex(Settings(database_url=database_url), database_url, out=io.StringIO())
+    assert done["messages"] == 2  # the question and its answer
+    async with httpx.AsyncClient(base_url=jin_factory(embedder_url=None), timeout=30) as c:
+        assert (await c.get("/v1/status")).json()["memory"]["warning"] is None
+
+
 async def test_status_reports_memory_and_the_tools_can_be_turned_off(
     jin_factory: Callable[..., str], model: FakeOpenAIServer
 ) -> None:
     url = jin_factory(memory_tools=False)
     async with httpx.AsyncClient(base_url=url, timeout=30) as c:
         memory = (await c.get("/v1/status")).json()["memory"]
-        assert memory == {"enabled": True, "problem": None, "recall": "hybrid", "tools": False,
+        assert memory == {"enabled": True, "problem": None, "warning": None,
+                          "recall": "hybrid", "tools": False,
                           "index_queue": 0, "index_parked": 0,
                           "extraction": {"enabled": False},  # (the fixtures' default)
                           "compression": {"enabled": False},  # (with extraction)

@@ -224,14 +224,18 @@ def test_a_long_item_stands_in_the_fence_as_its_first_part() -> None:
 def test_every_recall_knob_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    from api.settings import Settings
+    from api.settings import E5_MIN_SIMILARITY, Settings
 
     names = [f.name for f in dataclasses.fields(RecallConfig)
              if f.name not in ("enabled", "mode", "type_weights")]
     # (Events are recalled by default where they are extracted, and extraction is opt-in on
-    # the embedded helper.)
+    # the embedded helper. The relevance floor is e5's with the built-in e5, the default.)
     assert Settings(database_url="x").recall_config() == dataclasses.replace(
+        RecallConfig(), events=False, min_similarity=E5_MIN_SIMILARITY)
+    assert Settings(database_url="x", embedder="minilm").recall_config() == dataclasses.replace(
         RecallConfig(), events=False)
+    assert Settings(database_url="x", embedder_url="http://e").recall_config() == (
+        dataclasses.replace(RecallConfig(), events=False))  # (a server's: no floor of e5's)
     monkeypatch.setenv("JIN_RECALL_TYPE_WEIGHTS", '{"user_profile": 2}')
     for name in names:
         monkeypatch.setenv(f"JIN_RECALL_{name.upper()}", "1")
