@@ -278,6 +278,10 @@ async def _memory(
     indexer = Indexer(db, embedder, provider.model, settings.indexer_config())
     log.info("memory: embedder %s (%d dims), recall %s", provider.model, embedder.dim,
              recall_config.mode if recall else "off")
+    if recall_config.rerank and not isinstance(embedder, TokenEmbedder):
+        log.warning("JIN_RECALL_RERANK needs token vectors, which only the built-in MiniLM "
+                    "gives (JIN_EMBEDDER=minilm): %s gives none, so events are not reranked",
+                    provider.model)
     warning = await _other_vectors(db, provider.model)
     if warning is not None:
         log.warning("memory: %s", warning)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,13 +77,14 @@ class QuestionRun:
     evidence: frozenset[str]
     latency_s: float
     category: str | None = None
+    lang: str | None = None
 
     @classmethod
     def of(cls, question: Question, results: Sequence[str], latency_s: float) -> QuestionRun:
         return cls(
             question_id=question.question_id, results=tuple(results),
             evidence=frozenset(question.evidence), latency_s=latency_s,
-            category=question.category,
+            category=question.category, lang=question.lang,
         )
 
 
@@ -107,6 +108,7 @@ class Summary:
     p50_ms: float
     p95_ms: float
     mean_results: float = 0.0  # items returned a question: the fence's size when uncut
+    by_lang: dict[str | None, Scores] = field(default_factory=dict)  # when questions' differ
 
 
 def _scores(rows: Sequence[QuestionRun]) -> Scores:
@@ -137,27 +139,36 @@ def aggregate(rows: Sequence[QuestionRun], wall_s: float) -> Summary:
         raise ValueError("no question has evidence to score against")
     by_category: dict[str | None, Scores] = {}
     if any(row.category is not None for row in scored):
-        groups: dict[str | None, list[QuestionRun]] = {}
-        for row in scored:
-            groups.setdefault(row.category, []).append(row)
-        for category in sorted(groups, key=_category_order):
-            by_category[category] = _scores(groups[category])
+        by_category = _grouped(scored, lambda row: row.category)
+    langs = {row.lang for row in scored}
+    by_lang = _grouped(scored, lambda row: row.lang) if len(langs) > 1 else {}
     latencies_ms = [row.latency_s * 1000 for row in rows]
     return Summary(
         overall=_scores(scored), by_category=by_category, queries=len(rows),
         unscored=len(rows) - len(scored), wall_s=wall_s, queries_per_s=len(rows) / wall_s,
         p50_ms=percentile(latencies_ms, 50), p95_ms=percentile(latencies_ms, 95),
-        mean_results=sum(len(row.results) for row in rows) / len(rows),
+        mean_results=sum(len(row.results) for row in rows) / len(rows), by_lang=by_lang,
     )
 
 
+def _grouped(
+    rows: Sequence[QuestionRun], key: Callable[[QuestionRun], str | None]
+) -> dict[str | None, Scores]:
+    groups: dict[str | None, list[QuestionRun]] = {}
+    for row in rows:
+        groups.setdefault(key(row), []).append(row)
+    return {name: _scores(groups[name]) for name in sorted(groups, key=_category_order)}
+
+
 def format_report(summary: Summary, title: str = "recall") -> str:
-    """A plain-text table: one line overall, then one per category when there are any."""
+    """A plain-text table: one line overall, then one per category when there are any, and
+    one per language when the questions are of more than one."""
     lines = [f"{title}: {summary.queries} questions, {summary.overall.questions} scored"
              + (f" ({summary.unscored} without evidence left out)" if summary.unscored else ""),
              ""]
     rows = [("all", summary.overall)]
     rows += [(category or "(none)", scores) for category, scores in summary.by_category.items()]
+    rows += [(f"lang {lang or '(none)'}", scores) for lang, scores in summary.by_lang.items()]
     width = max(len("category"), *(len(name) for name, _ in rows))
     lines.append(f"{'category':<{width}}  {'n':>5}  {'R@5':>6}  {'R@10':>6}  {'R@20':>6}"
                  f"  {'NDCG@10':>7}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,18 @@ def test_report_lists_categories_only_when_there_are_some() -> None:
     assert summary.by_category == {}
     assert "(none)" not in format_report(summary)
     assert "all " in format_report(summary)
+
+
+def test_report_lists_languages_only_when_the_questions_have_several() -> None:
+    rows = [QuestionRun("q1", ("a",), frozenset({"a"}), 0.01, lang="en"),
+            QuestionRun("q2", ("x",), frozenset({"b"}), 0.01, lang="uk"),
+            QuestionRun("q3", ("c",), frozenset({"c"}), 0.01, lang="uk")]
+    summary = aggregate(rows, wall_s=1.0)
+    assert {lang: s.recall_10 for lang, s in summary.by_lang.items()} == {"en": 1.0, "uk": 0.5}
+    lines = format_report(summary).splitlines()
+    assert any(line.startswith("lang uk ") and " 2 " in line for line in lines)
+    one = aggregate([replace(r, lang="en") for r in rows], wall_s=1.0)
+    assert one.by_lang == {} and "lang " not in format_report(one)
 
 
 def test_aggregate_refuses_nothing_to_score() -> None:
