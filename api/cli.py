@@ -305,7 +305,6 @@ def _chat(args: argparse.Namespace) -> int:
     """A terminal client of a running jin (api/terminal.py)."""
     from api.terminal import base_url, chat
 
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
     settings = Settings()
     base = (args.url or base_url(settings.host, settings.port)).rstrip("/")
     return chat(base, key=args.key or settings.api_key, user=args.user, system=args.system,
@@ -400,6 +399,10 @@ def main(argv: list[str] | None = None) -> int:
         else:  # commands for people at a terminal: plain lines
             logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                                 format="%(asctime)s %(levelname)s %(name)s %(message)s")
+            # Not a dozen lines of Alembic's plugins before the work (its migrations are still
+            # said), nor one of httpx's per request.
+            for noisy in ("alembic.runtime.plugins", "httpx"):
+                logging.getLogger(noisy).setLevel(logging.WARNING)
         return int(args.func(args))
     except ValidationError as exc:  # a bad JIN_* variable: say which, without a traceback
         for error in exc.errors():

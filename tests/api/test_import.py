@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -97,3 +100,21 @@ async def test_bad_lines_are_reported_by_number_and_the_rest_imported(
     assert json.loads(captured.out)["messages_written"] == 2
     chats = (await client.get("/v1/chats", params={"user_id": "ana"})).json()["chats"]
     assert sorted(c["title"] for c in chats) == ["first", "third"]
+
+
+async def test_the_command_prints_its_work_not_the_migration_tool_s_plugins(
+    client: httpx.AsyncClient, database_url: str, model_url: str, tmp_path: Path,
+) -> None:
+    """A new user at a terminal: `jin import` (it migrates first) says what it did, without the
+    dozen lines Alembic logs as it loads its plugins."""
+    lines = tmp_path / "chats.jsonl"
+    lines.write_text(json.dumps({"messages": [{"role": "user", "content": "hello"}]}) + "\n")
+    env = {**os.environ, "JIN_DATABASE_URL": database_url, "JIN_EMBEDDER_URL": model_url,
+           "JIN_EMBEDDER_MODEL": "fake-embedder", "JIN_IMPORT_NICE": "0"}
+    done = await asyncio.to_thread(
+        subprocess.run, [str(Path(sys.executable).with_name("jin")), "import", str(lines),
+                         "--user", "bo", "--no-index"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["messages_written"] == 1
+    assert "plugin" not in done.stderr
