@@ -344,7 +344,7 @@ class Settings(BaseSettings):
         set_.setdefault("events", self.events_on())
         if self.builtin_e5():
             # e5's similarities crowd high: unrelated pairs ~0.75, where MiniLM's are ~0.1. The
-            # floor keeps the same share of unrelated rows out (bench/README.md).
+            # floor keeps about the same share of unrelated rows out (bench/README.md).
             set_.setdefault("min_similarity", E5_MIN_SIMILARITY)
         return RecallConfig(enabled=self.recall, **set_)
 

@@ -27,7 +27,7 @@ from llm.ports import Embedder
 from memory.evaluation.dataset import Dataset, load_dataset
 from memory.ranking import RecallConfig
 
-_OTHERS = 50  # turns of its conversation drawn a question
+_OTHERS = 50  # other turns of its conversation drawn for each question
 Pairs = list[tuple[int, int, bool]]  # (question, turn, whether the turn is its evidence)
 
 
