@@ -1,7 +1,7 @@
 """`jin import`'s speed: writing and indexing against the embedder alone, and steps meanwhile.
 
     .venv/bin/python bench/import_speed.py [--short 2000] [--long 500] [--threads 1,2]
-        [--steps 200] [--during 6000]
+        [--steps 200] [--during 3000] [--chats 30] [--history 600]
 
 (e5's engine takes its thread count once a process: with JIN_EMBEDDER=e5, one `--threads` value
 a run.)
@@ -21,7 +21,9 @@ length, in one run, side by side:
 
 Then the step overhead (bench/step_overhead.py's measure: the worker's Server-Timing less the
 model's time) of sequential steps on a real `jin serve` worker, fake models, memory on, over
-`--chats` chats of as many users in turn: idle,
+`--chats` chats of as many users in turn, each user arriving with `--history` past messages
+(imported and indexed with the worker's own fake embedder: recall then ranks a full keyword scan
+from the first step, so the users' growth over the phase moves a step little): idle,
 then while a `jin import` process (its defaults: every core, JIN_IMPORT_NICE) imports and
 indexes `--during` short messages of another user, stopped (SIGSTOP) and let go in turn every
 `--window` seconds, so that steps with and without the import meet the machine alike. The
@@ -199,11 +201,21 @@ async def alternating(
     return running, stopped
 
 
-async def new_chats(jin_url: str, n: int) -> list[str]:
-    """`n` new chats, each of a user of its own."""
+async def new_chats(jin_url: str, db_url: str, model_url: str, n: int, history: int
+                    ) -> list[str]:
+    """`n` new chats, each of a user of its own who arrives with `history` past messages (in
+    chats of their own, imported and indexed with the worker's own fake embedder)."""
+    chats = []
     async with client_session(jin_url) as client:
-        return [str((await client.post("/v1/chats", json={
-            "user_id": f"live-{uuid.uuid4().hex[:8]}"})).json()["id"]) for _ in range(n)]
+        for _ in range(n):
+            user = f"live-{uuid.uuid4().hex[:8]}"
+            if history:
+                settings = Settings(database_url=db_url, embedder_url=model_url,
+                                    embedder_model="fake-embedder")
+                await run_import(settings, db_url, openai_file(texts("short", history, seed=n)),
+                                 "history", user=user, tenant="default", out=io.StringIO())
+            chats.append(str((await client.post("/v1/chats", json={"user_id": user})).json()["id"]))
+    return chats
 
 
 def during_import(args: argparse.Namespace, db_url: str) -> None:
@@ -212,8 +224,8 @@ def during_import(args: argparse.Namespace, db_url: str) -> None:
         # The worker never backfills here: its fake embedder must leave the import's rows.
         jin_url = jin_worker(stack, db_url, model_url,
                              JIN_INDEXER_BACKFILL_QUIET_SECONDS="1000000")
-        chats = asyncio.run(new_chats(jin_url, args.chats))
-        asyncio.run(overheads(jin_url, chats, 20))  # warm-up
+        chats = asyncio.run(new_chats(jin_url, db_url, model_url, args.chats, args.history))
+        asyncio.run(overheads(jin_url, chats, 20 + args.chats))  # warm-up: every chat's first
         idle = asyncio.run(overheads(jin_url, chats, args.steps))
         file = Path(tempfile.mkdtemp(prefix="jin-import-")) / "history.jsonl"
         file.write_text(openai_file(texts("short", args.during, seed=7)))
@@ -253,10 +265,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="idle steps measured")
     parser.add_argument("--during", type=int, default=3000,
                         help="messages imported while steps are measured")
-    parser.add_argument("--chats", type=int, default=10,
+    parser.add_argument("--chats", type=int, default=30,
                         help="live chats (each of its own user) the steps go to in turn: "
                              "live steps come from many users, and one chat's growth over "
                              "the phase would be measured with the import")
+    parser.add_argument("--history", type=int, default=600,
+                        help="past messages each live user arrives with: more than recall's "
+                             "keyword scan ranks (500), so that the steps' recall costs what a "
+                             "long-standing user's does from the first step, and the users' "
+                             "growth over the phase does not move it (0: new users)")
     parser.add_argument("--window", type=float, default=2.0,
                         help="seconds the import runs, then is stopped, in turn")
     parser.add_argument("--steps-only", action="store_true",
