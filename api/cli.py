@@ -400,8 +400,9 @@ def main(argv: list[str] | None = None) -> int:
             logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                                 format="%(asctime)s %(levelname)s %(name)s %(message)s")
             # Not a dozen lines of Alembic's plugins before the work (its migrations are still
-            # said), nor one of httpx's per request.
-            for noisy in ("alembic.runtime.plugins", "httpx"):
+            # said), nor one of httpx's per request, nor the embedded Postgres's command lines
+            # as it starts and stops (api/database.py says where it runs).
+            for noisy in ("alembic.runtime.plugins", "httpx", "pgserver"):
                 logging.getLogger(noisy).setLevel(logging.WARNING)
         return int(args.func(args))
     except ValidationError as exc:  # a bad JIN_* variable: say which, without a traceback

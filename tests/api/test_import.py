@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -118,3 +120,20 @@ async def test_the_command_prints_its_work_not_the_migration_tool_s_plugins(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["messages_written"] == 1
     assert "plugin" not in done.stderr
+
+
+def test_a_command_on_the_embedded_database_does_not_print_its_start_and_stop() -> None:
+    """A new user's first command, with no database configured: the embedded Postgres starts
+    and stops around it without a screen of pg_ctl command lines."""
+    data = Path(tempfile.mkdtemp(prefix="jin-cli-pg-"))
+    data.chmod(0o755)  # as root, pgserver runs Postgres as a user of its own
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "JIN_DATABASE_URL")}
+    try:
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("jin")), "migrate"],
+            env={**env, "JIN_DATA_DIR": str(data)}, capture_output=True, text=True, timeout=180)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert "embedded PostgreSQL running" in done.stderr
+    assert "pgserver" not in done.stderr and "pg_ctl" not in done.stderr, done.stderr
