@@ -275,6 +275,13 @@ async def test_a_batch_whose_worker_died_is_redone_by_another_and_written_once(
                 "SELECT id, status, holder FROM extraction_batches")).all())
 
     [(batch_id, status, dead_holder)] = await until(batches, lambda b: b and b[0][1] == "running")
+
+    async def script_left() -> int:
+        return len(model.script)
+
+    # Killed once its helper call is in flight (the hanging reply taken), not between its claim
+    # and the call: the second worker would take the hanging reply instead, on a loaded machine.
+    await until(script_left, lambda n: n == 0)
     first.kill()  # mid-extraction: its claim stays until it runs out
     model.push(extraction([{"start": 0, "end": 1, "topic": "family"}],
                           [fact("family", "sister", "Olena, in Odesa")]))
