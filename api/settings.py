@@ -129,6 +129,7 @@ class Settings(BaseSettings):
     recall_mode: Literal["hybrid", "dense", "keyword"] | None = None
     recall_candidates: int | None = Field(default=None, gt=0, le=1000)
     recall_rrf_k: int | None = Field(default=None, gt=0)
+    recall_name_rows: int | None = Field(default=None, ge=0)
     recall_fact_expansion: bool | None = None
     recall_dense_weight: float | None = Field(default=None, ge=0)
     recall_keyword_weight: float | None = Field(default=None, ge=0)

@@ -43,6 +43,14 @@ class RecallConfig:
     min_similarity: float = 0.1
     min_keyword: float = 0.3
     rrf_k: int = 60
+    # The dense list searches with the question less the capitalised words (not its first word,
+    # nor "I") that at least this many of the user's messages hold: the names of the people the
+    # history is full of. A question about Anna names her; the messages that answer it are her
+    # own, in the first person, and the ones with her name are greetings ("Hi Anna, long
+    # time!"), nearer to any question that names her than the evidence (bench/README.md, longer
+    # conversations: hybrid R@10 0.503 -> 0.628 at ~600 turns a conversation). The keyword list
+    # keeps them. 0: the question as it is.
+    name_rows: int = 4
     # A message is also found through the current facts drawn from it (their
     # `source_message_ids`): in each list, it takes the better of its own rank and the best such
     # fact's (memory/recall_store.py). The facts the memory flush writes become extra keys for

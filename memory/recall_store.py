@@ -250,6 +250,24 @@ def for_small_users(n: int, scan: int, rows: int) -> TextClause:
     return text(re.sub(r":scan\b", str(int(scan)), re.sub(r":n\b", str(int(n)), statement)))
 
 
+_WORD = re.compile(r"\w+")
+
+
+def name_words(text: str) -> list[str]:
+    """The capitalised words of a question that may be names: not its first word, nor "I"."""
+    words = _WORD.findall(text)
+    return list(dict.fromkeys(w for w in words[1:] if w[:1].isupper() and w != "I"))
+
+
+# How many of the user's messages hold each word (as full text reads it), counted up to `:rows`:
+# a name the history is full of is counted to the bound and no further, in the owner index.
+_NAMES_HELD = text(f"""
+SELECT w AS word, (SELECT count(*) FROM (
+    SELECT 1 FROM message_embeddings
+    WHERE {_OWNER} AND content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) x) AS held
+FROM unnest(CAST(:words AS text[])) w""")
+
+
 # Users whose rows were outside the HNSW index when recall last looked (per worker).
 # Past this many the set starts over; each user then takes the form that serves anyone once.
 _MAX_KNOWN_SMALL = 100_000
@@ -314,6 +332,11 @@ class PostgresRecall:
             vector = await query.vector if query.vector is not None else None
             if vector is None:  # not asked for, or asked under another mode
                 vector = await self._embed(text)
+            if cfg.name_rows:
+                plain = await self._without_names(query.tenant_id, query.user_id, text,
+                                                  cfg.name_rows)
+                if plain != text:  # (the vector asked for early was of the text as asked)
+                    vector = await self._embed(plain)
         embedded = time.perf_counter()
         now, cfg = focused(text, query.now or datetime.now(UTC), cfg)
         candidates = await self.candidates(
@@ -333,6 +356,22 @@ class PostgresRecall:
         }
         own = (self._text_vectors, vector) if self._text_vectors and vector is not None else None
         return RecallResult(items, text, cfg.mode, len(candidates), timings, own)
+
+    async def _without_names(self, tenant_id: str, user_id: str, text: str, rows: int) -> str:
+        """`text` less its names that at least `rows` of the user's messages hold
+        (RecallConfig.name_rows); as it is if it names nobody, or would be left empty."""
+        names = name_words(text)
+        if not names:
+            return text
+        async with connect(self._db) as conn:
+            found = await fetch(conn, _NAMES_HELD, {
+                "t": tenant_id, "u": user_id, "words": names, "rows": rows})
+        plain = text
+        for row in found:
+            if row["held"] >= rows:
+                plain = re.sub(rf"\b{re.escape(row['word'])}('s|’s)?(?!\w)", "", plain)
+        plain = re.sub(r"\s+", " ", plain).strip()
+        return plain if _WORD.search(plain) else text
 
     async def _reranked(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
         """The candidates, those with token vectors (events) ranked among themselves by MaxSim

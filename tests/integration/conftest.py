@@ -9,12 +9,18 @@ import pytest
 from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from llm.e5_embedder import E5Embedder
 from llm.onnx_embedder import OnnxMiniLM
 
 
 @pytest.fixture(scope="session")
 def minilm() -> OnnxMiniLM:
     return OnnxMiniLM()
+
+
+@pytest.fixture(scope="session")
+def e5() -> E5Embedder:
+    return E5Embedder()  # the default built-in embedder
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from api.database import downgrade, migrate
 from api.reindex import reindex
 from api.settings import Settings
 from db.engine import create_engine
+from llm.e5_embedder import E5Embedder
 from llm.onnx_embedder import OnnxMiniLM
 from llm.testing import FakeOpenAIServer
 from memory.indexer import Indexer, IndexerConfig
@@ -447,3 +448,32 @@ async def test_a_message_is_found_through_the_current_facts_drawn_from_it_in_eit
     assert far in got and new.id in got and fact.id not in got
     assert await facts.forget("t", "ana", fact_id=new.id)
     assert far not in await found("ana", on)  # a forgotten fact is no key
+
+
+async def test_a_question_that_names_the_user_finds_what_they_said_not_greetings_to_them(
+    engine: AsyncEngine, e5: E5Embedder
+) -> None:
+    """A chat between two people: Anna's own lines never name her, the other side's greetings
+    do. Asked about Anna, the dense list searches without the name its history is full of."""
+    greetings = ["Hi Anna, long time! What's new with you?", "Hey Anna! Any plans for the weekend?",
+                 "Evening, Anna. How was your week?", "Hi Anna! Seen anything good lately?",
+                 "Hey Anna, still on for coffee sometime?"]
+    lines = []
+    for greeting in greetings:
+        lines += ["Not much, just work.", greeting]
+    lines += ["By the way: I turn thirty on the 23rd of October, thinking of a picnic by the lake.",
+              "Sounds lovely!", "I went to see my friend Lisbeth in Porto.", "Nice."]
+    chat_id, _ = await import_chat(engine, "t", "anna", lines)
+    await Indexer(engine, e5, e5.name).index_chat(chat_id)
+    recall = PostgresRecall(engine, e5, lambda s: len(s.split()), RecallConfig())
+
+    async def top(question: str, name_rows: int) -> str:
+        cfg = RecallConfig(mode="dense", min_similarity=-1.0, name_rows=name_rows)
+        result = await recall.recall(RecallQuery("t", "anna", question), cfg)
+        return result.items[0].text
+
+    question = "When does Anna turn a year older?"
+    assert (await top(question, 4)).startswith("By the way: I turn thirty")
+    assert await top(question, 0) in greetings  # the question as asked: a greeting first
+    # A name the history holds fewer times than the bound is part of the question still.
+    assert "Lisbeth" in await top("Whom did I visit, Lisbeth or Maria?", 4)

@@ -72,6 +72,7 @@ def test_each_layer_changes_only_its_own_knobs() -> None:
     assert LAYERS["dedupe"](served).duplicate_overlap > 1
     assert LAYERS["fusion-dense"](served).mode == "keyword"
     assert LAYERS["fusion-keyword"](served).mode == "dense"
+    assert LAYERS["names"](served) == RecallConfig(name_rows=0)
 
 
 def test_parse_layers_names_the_known_ones_for_an_unknown_name() -> None:
