@@ -332,11 +332,15 @@ class PostgresRecall:
             vector = await query.vector if query.vector is not None else None
             if vector is None:  # not asked for, or asked under another mode
                 vector = await self._embed(text)
-            if cfg.name_rows:
-                plain = await self._without_names(query.tenant_id, query.user_id, text,
-                                                  cfg.name_rows)
-                if plain != text:  # (the vector asked for early was of the text as asked)
-                    vector = await self._embed(plain)
+        asked = vector  # of the question as asked: what a symmetric embedder hands on
+        names_s = 0.0  # the names' statement: the server's time, not the embedder's
+        if vector is not None and cfg.name_rows:
+            counted = time.perf_counter()
+            plain = await self._without_names(query.tenant_id, query.user_id, text,
+                                              cfg.name_rows)
+            names_s = time.perf_counter() - counted
+            if plain is not None:  # (the vector asked for early was of the text as asked)
+                vector = await self._embed(plain)
         embedded = time.perf_counter()
         now, cfg = focused(text, query.now or datetime.now(UTC), cfg)
         candidates = await self.candidates(
@@ -349,29 +353,33 @@ class PostgresRecall:
         reranked = time.perf_counter()
         items = rank(candidates, now, cfg, self._count)
         timings = {
-            "embed_ms": round((embedded - started) * 1000, 3),
-            "search_ms": round((searched - embedded) * 1000, 3),
+            "embed_ms": round((embedded - started - names_s) * 1000, 3),
+            "search_ms": round((searched - embedded + names_s) * 1000, 3),
             "rerank_ms": round((reranked - searched) * 1000, 3),
             "rank_ms": round((time.perf_counter() - reranked) * 1000, 3),
         }
-        own = (self._text_vectors, vector) if self._text_vectors and vector is not None else None
+        own = (self._text_vectors, asked) if self._text_vectors and asked is not None else None
         return RecallResult(items, text, cfg.mode, len(candidates), timings, own)
 
-    async def _without_names(self, tenant_id: str, user_id: str, text: str, rows: int) -> str:
+    async def _without_names(
+        self, tenant_id: str, user_id: str, text: str, rows: int
+    ) -> str | None:
         """`text` less its names that at least `rows` of the user's messages hold
-        (RecallConfig.name_rows); as it is if it names nobody, or would be left empty."""
+        (RecallConfig.name_rows); None if it holds none, or would be left without words."""
         names = name_words(text)
         if not names:
-            return text
+            return None
         async with connect(self._db) as conn:
             found = await fetch(conn, _NAMES_HELD, {
                 "t": tenant_id, "u": user_id, "words": names, "rows": rows})
+        held = [row["word"] for row in found if row["held"] >= rows]
+        if not held:
+            return None
         plain = text
-        for row in found:
-            if row["held"] >= rows:
-                plain = re.sub(rf"\b{re.escape(row['word'])}('s|’s)?(?!\w)", "", plain)
+        for name in held:
+            plain = re.sub(rf"\b{re.escape(name)}('s|’s)?(?!\w)", "", plain)
         plain = re.sub(r"\s+", " ", plain).strip()
-        return plain if _WORD.search(plain) else text
+        return plain if _WORD.search(plain) else None
 
     async def _reranked(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
         """The candidates, those with token vectors (events) ranked among themselves by MaxSim

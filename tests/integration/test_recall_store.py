@@ -477,3 +477,23 @@ async def test_a_question_that_names_the_user_finds_what_they_said_not_greetings
     assert await top(question, 0) in greetings  # the question as asked: a greeting first
     # A name the history holds fewer times than the bound is part of the question still.
     assert "Lisbeth" in await top("Whom did I visit, Lisbeth or Maria?", 4)
+
+
+async def test_the_vector_handed_on_for_the_message_is_of_its_text_as_said(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    """An embedder that embeds questions and texts alike hands the question's vector on, for
+    the indexer to store as the message's own: the text as the user said it, names and all, not
+    the question the dense list searched with."""
+    chat_id, _ = await import_chat(engine, "t", "anna", [
+        line for i in range(5) for line in ("Fine.", f"Hi Anna, how was day {i}?")])
+    await Indexer(engine, minilm, minilm.name).index_chat(chat_id)
+    recall = PostgresRecall(engine, minilm, lambda s: len(s.split()), RecallConfig(),
+                            embedder_name=minilm.name)
+    question = "When does Anna turn thirty?"
+    result = await recall.recall(RecallQuery("t", "anna", question))
+    assert result.text_vector is not None
+    [said] = await minilm.embed([question])
+    [searched] = await minilm.embed_query(["When does turn thirty?"])
+    assert result.text_vector[1] == pytest.approx(list(said), abs=1e-6)
+    assert result.text_vector[1] != pytest.approx(list(searched), abs=1e-3)
