@@ -212,8 +212,9 @@ async def new_chats(jin_url: str, db_url: str, model_url: str, n: int, history: 
             if history:
                 settings = Settings(database_url=db_url, embedder_url=model_url,
                                     embedder_model="fake-embedder")
-                await run_import(settings, db_url, openai_file(texts("short", history, seed=n)),
-                                 "history", user=user, tenant="default", out=io.StringIO())
+                past = openai_file(texts("short", history, seed=100 + len(chats)))
+                await run_import(settings, db_url, past, "history", user=user, tenant="default",
+                                 out=io.StringIO())
             chats.append(str((await client.post("/v1/chats", json={"user_id": user})).json()["id"]))
     return chats
 
