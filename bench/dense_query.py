@@ -32,6 +32,7 @@ import numpy as np
 from llm.e5_embedder import E5Embedder
 from memory.evaluation.dataset import load_dataset
 from memory.indexer import MAX_CHARS
+from memory.recall_store import name_words, without_words
 
 ALPHAS = (0.25, 0.5, 0.75, 1.0)
 _WORD = re.compile(r"\w+")
@@ -43,13 +44,10 @@ def recall_at(scores: np.ndarray, ids: list[str], evidence: tuple[str, ...], k: 
 
 
 def without_names(question: str, rows: list[set[str]], at_least: int) -> str:
-    """The question without the capitalised words that `at_least` of the rows hold."""
-    words = _WORD.findall(question)
-    names = [w for w in words[1:] if w[:1].isupper() and w != "I"
-             and sum(w.lower() in row for row in rows) >= at_least]
-    for name in names:
-        question = re.sub(rf"\b{re.escape(name)}('s)?\b", "", question)
-    return re.sub(r"\s+", " ", question).strip()
+    """The question without its names (as recall picks them) that `at_least` of the rows hold
+    (counted by lowercase words here, by full text in recall)."""
+    held = [w for w in name_words(question) if sum(w.lower() in row for row in rows) >= at_least]
+    return without_words(question, held) or question
 
 
 async def probe(path: Path, embedder: E5Embedder, at_least: int) -> dict[str, float]:

@@ -206,12 +206,12 @@ async def new_chats(jin_url: str, db_url: str, model_url: str, n: int, history: 
     """`n` new chats, each of a user of its own who arrives with `history` past messages (in
     chats of their own, imported and indexed with the worker's own fake embedder)."""
     chats = []
+    settings = Settings(database_url=db_url, embedder_url=model_url,
+                        embedder_model="fake-embedder")
     async with client_session(jin_url) as client:
         for _ in range(n):
             user = f"live-{uuid.uuid4().hex[:8]}"
             if history:
-                settings = Settings(database_url=db_url, embedder_url=model_url,
-                                    embedder_model="fake-embedder")
                 past = openai_file(texts("short", history, seed=100 + len(chats)))
                 await run_import(settings, db_url, past, "history", user=user, tenant="default",
                                  out=io.StringIO())

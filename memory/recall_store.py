@@ -259,6 +259,15 @@ def name_words(text: str) -> list[str]:
     return list(dict.fromkeys(w for w in words[1:] if w[:1].isupper() and w != "I"))
 
 
+def without_words(text: str, words: list[str]) -> str | None:
+    """`text` less `words` (and their possessive 's); None if it loses none, or every word."""
+    plain = text
+    for word in words:
+        plain = re.sub(rf"\b{re.escape(word)}('s|’s)?(?!\w)", "", plain)
+    plain = re.sub(r"\s+", " ", plain).strip()
+    return plain if words and _WORD.search(plain) else None
+
+
 # How many of the user's messages hold each word (as full text reads it), counted up to `:rows`:
 # a name the history is full of is counted to the bound and no further, in the owner index.
 _NAMES_HELD = text(f"""
@@ -372,14 +381,7 @@ class PostgresRecall:
         async with connect(self._db) as conn:
             found = await fetch(conn, _NAMES_HELD, {
                 "t": tenant_id, "u": user_id, "words": names, "rows": rows})
-        held = [row["word"] for row in found if row["held"] >= rows]
-        if not held:
-            return None
-        plain = text
-        for name in held:
-            plain = re.sub(rf"\b{re.escape(name)}('s|’s)?(?!\w)", "", plain)
-        plain = re.sub(r"\s+", " ", plain).strip()
-        return plain if _WORD.search(plain) else None
+        return without_words(text, [row["word"] for row in found if row["held"] >= rows])
 
     async def _reranked(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
         """The candidates, those with token vectors (events) ranked among themselves by MaxSim
