@@ -7,6 +7,9 @@
 
 Any other error of a statement (a bug, a constraint, bad data) passes as the driver raised it.
 
+`retry_while_away` runs a call again while it fails with StoreUnavailable, for a bounded time:
+the one way the code after a step's answer waits out an outage (its save, a claim given back).
+
 `is_outage` is the one answer to "away, or a real failure?" for everyone who must tell them
 apart: the database seam (db/statements.py), and the code that talks to SQLAlchemy itself (the
 key check, the API's handlers of SQLAlchemy's and asyncpg's errors). Away means: the connection
@@ -16,12 +19,39 @@ exception, 53 insufficient resources, 57P operator intervention: shutting down, 
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 import asyncpg
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+T = TypeVar("T")
 
 
 class StoreUnavailable(Exception):
     """The database is away; the same call may succeed later."""
+
+
+async def retry_while_away(
+    call: Callable[[], Awaitable[T]], within: float,
+    on_retry: Callable[[StoreUnavailable], None] = lambda _: None,
+) -> T:
+    """`call()`; while it fails with StoreUnavailable, again after a pause (0.1 s, doubling up to
+    1 s) for as long as `within` seconds allow. `on_retry` hears of each failure tried again;
+    the last one, or any other error, is raised. Only for a call that is safe to repeat."""
+    deadline = time.monotonic() + within
+    delay = 0.1
+    while True:
+        try:
+            return await call()
+        except StoreUnavailable as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            on_retry(exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 _NOT_NOW = ("08", "53", "57P")

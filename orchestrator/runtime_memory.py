@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from chat.types import Chat
+from db.errors import retry_while_away
 from llm.completion import complete
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
@@ -140,8 +141,9 @@ class RuntimeMemory:
             try:
                 async with asyncio.timeout(self.config.claim_ttl):
                     return await self._catch_up(chat, hint)
-            finally:
-                await asyncio.shield(self.store.release(chat.id, holder))
+            finally:  # (left behind, it would hold the chat's next passes until it ran out)
+                await asyncio.shield(retry_while_away(
+                    lambda: self.store.release(chat.id, holder), self.config.claim_ttl))
         except Exception:  # the boundary of a background task: the next step redoes it
             log.exception("chat %s: runtime memory update failed; the next step redoes it",
                           chat.id)

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chat.types import Chat
+from db.errors import retry_while_away
 from llm.completion import complete
 from llm.errors import LLMError
 from llm.ports import ChatModel, TokenCounter
@@ -161,8 +162,9 @@ class RuntimePatterns:
             try:
                 async with asyncio.timeout(self.config.claim_ttl):
                     return await self._pass(chat)
-            finally:
-                await asyncio.shield(self.store.release(chat.id, holder))
+            finally:  # (left behind, it would hold the chat's next passes until it ran out)
+                await asyncio.shield(retry_while_away(
+                    lambda: self.store.release(chat.id, holder), self.config.claim_ttl))
         except Exception:  # the boundary of a background task: the next step redoes it
             log.exception("chat %s: L2 pass failed; the next step redoes it", chat.id)
             return None

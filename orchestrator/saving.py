@@ -12,6 +12,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from chat.ports import FinishedStep, StepStore, StoreUnavailable
+from db.errors import retry_while_away
 from llm.errors import LLMError
 from llm.ports import TokenCounter
 from orchestrator.answer import Answer
@@ -165,25 +166,22 @@ async def persist(
         recovery=None if answer.loop is None else {
             **answer.loop.to_json(), "position": started.begun.assistant_position},
     )
-    deadline = time.monotonic() + lease_ttl
-    delay = 0.1
-    while True:
-        try:
-            write = steps.finish(started.chat.id, started.begun, finished)
-            written = await asyncio.shield(asyncio.ensure_future(write))
-            break
-        except Exception as exc:  # the stream still ends cleanly, and says why
-            away = isinstance(exc, StoreUnavailable)  # a bug or bad data would fail again
-            if away and time.monotonic() + delay <= deadline:
-                log.warning("step %s: saving the answer failed (%s); trying again",
-                            started.begun.step_id, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            log.exception("step %s: the answer could not be saved", started.begun.step_id)
-            why = "the database could not be reached" if away else "saving it failed"
-            return Interrupted("not_saved", "answer_not_saved",
-                               f"{why}; the answer was not saved (its last flushed part is kept)")
+
+    def told(exc: StoreUnavailable) -> None:
+        log.warning("step %s: saving the answer failed (%s); trying again",
+                    started.begun.step_id, exc)
+
+    try:
+        written = await retry_while_away(
+            lambda: asyncio.shield(asyncio.ensure_future(
+                steps.finish(started.chat.id, started.begun, finished))),
+            lease_ttl, told)
+    except Exception as exc:  # the stream still ends cleanly, and says why
+        log.exception("step %s: the answer could not be saved", started.begun.step_id)
+        why = ("the database could not be reached" if isinstance(exc, StoreUnavailable)
+               else "saving it failed")
+        return Interrupted("not_saved", "answer_not_saved",
+                           f"{why}; the answer was not saved (its last flushed part is kept)")
     if not written:
         log.warning("step %s was taken over by another worker; its answer was not saved",
                     started.begun.step_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -23,6 +24,7 @@ from api.database import migrate
 from chat.audit import audit
 from db.engine import create_engine
 from llm.testing import FakeOpenAIServer, Reply
+from memory.runtime_prompt import HELPER_SYSTEM
 from tests.api.processes import JinProcess, OwnPostgres
 from tests.api.sse_client import SSE, history, new_chat, parse_events, stream_step
 from tests.backends import eventually
@@ -270,4 +272,47 @@ async def test_postgres_restarted_under_load_fails_requests_cleanly_and_the_work
     try:
         await _assert_audit_clean(engine)
     finally:
+        await engine.dispose()
+
+
+async def test_memory_work_the_outage_cut_short_does_not_hold_the_chat_after_it(
+    own_postgres: OwnPostgres, echo_model: str, jin_processes: Callable[..., JinProcess],
+) -> None:
+    """The chat's L1 update is waiting on the helper when Postgres stops, and cannot write or
+    give its claim back. Once Postgres is back the claim is given back, so the chat's next step
+    updates its memory at once, rather than after the claim's two minutes."""
+    url = own_postgres.url()
+    await asyncio.to_thread(migrate, url)
+    asked = threading.Event()  # the helper has the first L1 update
+
+    def the_first_update_slowly(messages: list[dict[str, object]]) -> Reply | None:
+        if messages[0]["content"] == HELPER_SYSTEM and not asked.is_set():
+            asked.set()
+            return Reply("topic: the outage", delay=1.0)
+        return None
+
+    helper = FakeOpenAIServer(respond=the_first_update_slowly)
+    helper_url = helper.start()
+    engine = create_engine(url, pool_size=1)
+    try:
+        worker = await asyncio.to_thread(jin_processes, **{
+            "DATABASE_URL": url, "JIN_BRAIN_URL": echo_model, "JIN_HELPER_URL": helper_url,
+            "JIN_EMBEDDER_URL": echo_model, "JIN_EMBEDDER_MODEL": "fake-embedder",
+        })
+        async with httpx.AsyncClient(base_url=worker.url, timeout=REQUEST_BOUND) as client:
+            chat = await new_chat(client)
+            first = asyncio.create_task(stream_step(client, chat, "the first question"))
+            assert await asyncio.to_thread(asked.wait, REQUEST_BOUND)
+            await asyncio.to_thread(own_postgres.stop)  # while the helper is still answering
+            await asyncio.sleep(1.5)
+            await asyncio.to_thread(own_postgres.start)
+            assert "runtime_memory_update" not in {name for name, _ in await first}
+
+            await eventually(engine, "SELECT count(*) FROM runtime_memory_claims", 0, within=3)
+            second = await stream_step(client, chat, "the second question")
+            updates = [data for name, data in second if name == "runtime_memory_update"]
+            assert updates, [name for name, _ in second]
+            assert "the second question" in updates[0]["memory"]
+    finally:
+        helper.stop()
         await engine.dispose()
