@@ -148,6 +148,20 @@ class Recalled:
 
 
 @dataclass(frozen=True)
+class QuestionVectors:
+    """What recall searches with for a question: `search`, the vector of the question less the
+    names its user's history is full of (RecallConfig.name_rows) or else as asked; `asked`, of
+    the question as asked, kept only where the embedder hands it on as the message's own.
+    `name_rows` is the setting they were made under, `names_ms` the time of the names'
+    statement."""
+
+    search: Embedding
+    asked: Embedding | None
+    name_rows: int
+    names_ms: float = 0.0
+
+
+@dataclass(frozen=True)
 class RecallQuery:
     """What one recall asks: whose memory, for which text, and what not to bring back."""
 
@@ -160,7 +174,7 @@ class RecallQuery:
     # A chat and the time of its "start over" line: its rows before that stay forgotten.
     hide: tuple[uuid.UUID, datetime] | None = None
     budget_tokens: int | None = None  # lower than the config's: what the prompt has room for
-    vector: Awaitable[Embedding | None] | None = None  # the query's vector, asked for earlier
+    vector: Awaitable[QuestionVectors | None] | None = None  # asked for earlier (query_vectors)
     now: datetime | None = None  # recency is measured from here (tests, replays)
     # The chat's assistant: of the cards grouped by user and assistant, only its own come back
     # (memory/events/segments.py assistant_key). None: every assistant's (a memory search).

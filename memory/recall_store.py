@@ -30,6 +30,7 @@ from memory.late_interaction import maxsim, unpack
 from memory.ranking import (
     Candidate,
     Mode,
+    QuestionVectors,
     RecallConfig,
     RecallQuery,
     RecallResult,
@@ -269,12 +270,19 @@ def without_words(text: str, words: list[str]) -> str | None:
 
 
 # How many of the user's messages hold each word (as full text reads it), counted up to `:rows`:
-# a name the history is full of is counted to the bound and no further, in the owner index.
-_NAMES_HELD = text(f"""
+# a name the history is full of is counted to the bound and no further, in the owner index. The
+# user is given, or is the chat's (a step asks before it has read its chat).
+def _names_held(user: str) -> TextClause:
+    return text(f"""
 SELECT w AS word, (SELECT count(*) FROM (
     SELECT 1 FROM message_embeddings
-    WHERE {_OWNER} AND content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) x) AS held
+    WHERE tenant_id = :t AND user_id = {user}
+      AND content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) x) AS held
 FROM unnest(CAST(:words AS text[])) w""")
+
+
+_NAMES_HELD = _names_held(":u")
+_NAMES_HELD_IN_CHAT = _names_held("(SELECT user_id FROM chats WHERE id = :chat AND tenant_id = :t)")
 
 
 # Users whose rows were outside the HNSW index when recall last looked (per worker).
@@ -318,11 +326,31 @@ class PostgresRecall:
         config = replace(self.config, mode=mode, max_items=limit, budget_tokens=1_000_000)
         return await self.recall(RecallQuery(tenant_id, user_id, query), config)
 
-    async def query_vector(self, query: str) -> Embedding | None:
-        return None if self.config.mode == "keyword" else await self._embed(query)
+    async def query_vectors(
+        self, tenant_id: str, chat_id: uuid.UUID, query: str
+    ) -> QuestionVectors | None:
+        if self.config.mode == "keyword":
+            return None
+        return await self._vectors(query[:MAX_QUERY_CHARS], self.config.name_rows,
+                                   _NAMES_HELD_IN_CHAT, {"t": tenant_id, "chat": chat_id})
 
-    async def _embed(self, query: str) -> Embedding:
-        return (await self._embedder.embed_query([query[:MAX_QUERY_CHARS]]))[0]
+    async def _vectors(
+        self, text: str, rows: int, names_held: TextClause, owner: dict[str, Any]
+    ) -> QuestionVectors:
+        """The question's vectors: its names counted first (`names_held` for `owner`), so that
+        the embedder embeds the text it searches with and nothing more; of the text as asked too
+        where the embedder hands that on."""
+        counted = time.perf_counter()
+        plain = await self._without_names(text, rows, names_held, owner) if rows else None
+        names_ms = (time.perf_counter() - counted) * 1000
+        if plain is None:
+            [vector] = await self._embedder.embed_query([text])
+            return QuestionVectors(vector, vector, rows, names_ms)
+        if self._text_vectors:  # (the message's own vector is of its text as said)
+            search, asked = await self._embedder.embed_query([plain, text])
+            return QuestionVectors(search, asked, rows, names_ms)
+        [search] = await self._embedder.embed_query([plain])
+        return QuestionVectors(search, None, rows, names_ms)
 
     async def recall(
         self, query: RecallQuery, config: RecallConfig | None = None
@@ -334,27 +362,23 @@ class PostgresRecall:
             cfg = replace(cfg, budget_tokens=query.budget_tokens)
         text = query.text[:MAX_QUERY_CHARS]
         started = time.perf_counter()
-        vector: Embedding | None = None
+        vectors: QuestionVectors | None = None
         if cfg.mode != "keyword":
-            # embed_ms is how long recall waited for it: of a vector asked for early, what
-            # the step's own reads did not cover.
-            vector = await query.vector if query.vector is not None else None
-            if vector is None:  # not asked for, or asked under another mode
-                vector = await self._embed(text)
-        asked = vector  # of the question as asked: what a symmetric embedder hands on
-        names_s = 0.0  # the names' statement: the server's time, not the embedder's
-        if vector is not None and cfg.name_rows:
-            counted = time.perf_counter()
-            plain = await self._without_names(query.tenant_id, query.user_id, text,
-                                              cfg.name_rows)
-            names_s = time.perf_counter() - counted
-            if plain is not None:  # (the vector asked for early was of the text as asked)
-                vector = await self._embed(plain)
+            # embed_ms is how long recall waited for them: of vectors asked for early, what the
+            # step's own reads did not cover.
+            vectors = await query.vector if query.vector is not None else None
+            if vectors is None or vectors.name_rows != cfg.name_rows:  # (asked under other
+                vectors = await self._vectors(  # settings, or not asked for)
+                    text, cfg.name_rows, _NAMES_HELD, {"t": query.tenant_id, "u": query.user_id})
         embedded = time.perf_counter()
+        # The names' statement is the server's time, not the embedder's (as far as recall
+        # waited for it).
+        names_s = min(vectors.names_ms / 1000, embedded - started) if vectors else 0.0
         now, cfg = focused(text, query.now or datetime.now(UTC), cfg)
         candidates = await self.candidates(
-            query.tenant_id, query.user_id, text, vector, list(query.exclude), cfg, query.hide,
-            query.shown_from, now=now, assistant=query.assistant,
+            query.tenant_id, query.user_id, text, vectors.search if vectors else None,
+            list(query.exclude), cfg, query.hide, query.shown_from, now=now,
+            assistant=query.assistant,
         )
         searched = time.perf_counter()
         if cfg.rerank:
@@ -367,11 +391,12 @@ class PostgresRecall:
             "rerank_ms": round((reranked - searched) * 1000, 3),
             "rank_ms": round((time.perf_counter() - reranked) * 1000, 3),
         }
-        own = (self._text_vectors, asked) if self._text_vectors and asked is not None else None
+        own = (self._text_vectors, vectors.asked) \
+            if self._text_vectors and vectors is not None and vectors.asked is not None else None
         return RecallResult(items, text, cfg.mode, len(candidates), timings, own)
 
     async def _without_names(
-        self, tenant_id: str, user_id: str, text: str, rows: int
+        self, text: str, rows: int, names_held: TextClause, owner: dict[str, Any]
     ) -> str | None:
         """`text` less its names that at least `rows` of the user's messages hold
         (RecallConfig.name_rows); None if it holds none, or would be left without words."""
@@ -379,8 +404,7 @@ class PostgresRecall:
         if not names:
             return None
         async with connect(self._db) as conn:
-            found = await fetch(conn, _NAMES_HELD, {
-                "t": tenant_id, "u": user_id, "words": names, "rows": rows})
+            found = await fetch(conn, names_held, {**owner, "words": names, "rows": rows})
         return without_words(text, [row["word"] for row in found if row["held"] >= rows])
 
     async def _reranked(self, query: str, candidates: list[Candidate]) -> list[Candidate]:

@@ -28,6 +28,7 @@ from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.ports import ChatModel, Embedding, TokenCounter
 from llm.search import WebSearch
 from memory.ports import FactStore, IndexQueue, Recaller
+from memory.ranking import QuestionVectors
 from orchestrator.actions import ActionConfig, ActionRunner
 from orchestrator.answer import AbortSignal, Answer, ClientTools, Rounds, stream_answer
 from orchestrator.compaction_pass import Compactor
@@ -152,7 +153,7 @@ class Started:
     recall_ms: float = 0.0  # recall as a whole, the embedder's time included
     user_vector: tuple[str, Embedding] | None = None  # recall's, for the indexer to keep
     # The query's vector for recall, asked for as the step arrived (alongside the open).
-    query_vector: asyncio.Task[Embedding | None] | None = None
+    query_vector: asyncio.Task[QuestionVectors | None] | None = None
     reread: bool = False  # the window was read for another budget than the chat's own
     client_tools: ClientTools | None = None
     await_memory: bool = True  # (StepRequest's)
@@ -211,7 +212,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
     )
     # Recall will search with the message's vector: the embedder is asked now, while the step
     # opens (its round trip off the step's path), and dropped if the step does not run.
-    vector = _early_vector(deps.recall, request.content) if request.kind == "user" else None
+    vector = _early_vector(deps.recall, request) if request.kind == "user" else None
     try:
         result = await follow_policy(
             deps.steps, cfg.queue_wait, request.tenant_id, request.chat_id,
@@ -248,11 +249,12 @@ def overridden(settings: ModelSettings, over: ModelSettings) -> ModelSettings:
 
 
 def _early_vector(
-    recall: Recaller | None, content: str
-) -> asyncio.Task[Embedding | None] | None:
-    if recall is None or not content.strip():
+    recall: Recaller | None, request: StepRequest
+) -> asyncio.Task[QuestionVectors | None] | None:
+    if recall is None or not request.content.strip():
         return None
-    task = asyncio.create_task(recall.query_vector(content))
+    task = asyncio.create_task(
+        recall.query_vectors(request.tenant_id, request.chat_id, request.content))
     # Whoever awaits it sees its error; one nobody came to (the step ended first) is not
     # logged as never retrieved.
     task.add_done_callback(lambda t: t.cancelled() or t.exception())

@@ -17,9 +17,11 @@ from llm.onnx_embedder import OnnxMiniLM
 from llm.testing import ScriptedModel
 from llm.tokens import TiktokenCounter
 from llm.types import ContentDelta, Finish
+from memory.indexer import Indexer
 from memory.ranking import RecallConfig
 from memory.recall_store import PostgresRecall
 from orchestrator.step import AbortSignal, StepConfig, StepDeps, StepRequest, run_step, start_step
+from tests.integration.history import import_chat
 
 COUNTER = TiktokenCounter()
 
@@ -29,6 +31,7 @@ class WatchedEmbedder:
 
     def __init__(self, inner: OnnxMiniLM, fail: bool = False) -> None:
         self.inner, self.fail, self.queries = inner, fail, 0
+        self.texts: list[list[str]] = []  # each search's texts
         self.asked = asyncio.Event()
         self.dim, self.symmetric = inner.dim, inner.symmetric
 
@@ -37,6 +40,7 @@ class WatchedEmbedder:
 
     async def embed_query(self, texts: list[str]) -> list[list[float]]:
         self.queries += 1
+        self.texts.append(texts)
         self.asked.set()
         if self.fail:
             raise ProviderUnreachable("embedder down")
@@ -59,16 +63,18 @@ class OpensAfterTheEmbedderIsAsked:
 
 
 async def _step(engine: AsyncEngine, embedder: WatchedEmbedder,
-                model: ScriptedModel) -> list[Any]:
+                model: ScriptedModel, content: str = "where is my locker?",
+                user: str = "u") -> list[Any]:
     chats = PostgresChatStore(engine)
-    recall = PostgresRecall(engine, embedder, COUNTER.count, RecallConfig())
+    recall = PostgresRecall(engine, embedder, COUNTER.count, RecallConfig(),
+                            embedder_name=embedder.inner.name)
     deps = StepDeps(
         chats=chats, steps=OpensAfterTheEmbedderIsAsked(PostgresStepStore(engine), embedder.asked),
         brain=model, counter=COUNTER, config=StepConfig(), recall=recall,
     )
-    chat = await chats.create_chat(NewChat("t", "u", "", "", ModelSettings(), "queue"))
+    chat = await chats.create_chat(NewChat("t", user, "", "", ModelSettings(), "queue"))
     started = await asyncio.wait_for(
-        start_step(deps, StepRequest("t", chat.id, "where is my locker?")), timeout=10)
+        start_step(deps, StepRequest("t", chat.id, content)), timeout=10)
     return [e async for e in run_step(deps, started, AbortSignal())]  # type: ignore[arg-type]
 
 
@@ -92,3 +98,21 @@ async def test_an_embedder_that_fails_leaves_the_step_answered_without_memory(
     assert [e.type for e in events][-3:] == ["message_end", "telemetry", "step_end"]
     assert events[-1].status == "complete" and embedder.queries == 1
     assert not any(e.type == "message_error" for e in events)
+
+
+async def test_a_question_naming_whom_the_history_greets_is_embedded_once_without_the_name(
+    engine: AsyncEngine, minilm: OnnxMiniLM,
+) -> None:
+    """Asked as the step opens, before it knows whose chat it is: the names are counted in the
+    chat's user's history first, so the embedder is asked once, for the question the dense list
+    searches with (and, as MiniLM embeds both sides alike, the question as said, stored as the
+    message's own vector), not once as said and again without the name."""
+    chat_id, _ = await import_chat(engine, "t", "anna", [
+        line for i in range(5) for line in ("Fine.", f"Hi Anna, how was day {i}?")])
+    await Indexer(engine, minilm, minilm.name).index_chat(chat_id)
+    embedder = WatchedEmbedder(minilm)
+    question = "When does Anna turn thirty?"
+    events = await _step(engine, embedder, ScriptedModel(
+        [ContentDelta("In May."), Finish("stop")]), question, user="anna")
+    assert events[-1].status == "complete"
+    assert embedder.texts == [["When does turn thirty?", question]]
