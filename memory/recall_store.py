@@ -269,15 +269,29 @@ def without_words(text: str, words: list[str]) -> str | None:
     return plain if words and _WORD.search(plain) else None
 
 
-# How many of the user's messages hold each word (as full text reads it), counted up to `:rows`:
-# a name the history is full of is counted to the bound and no further, in the owner index. The
-# user is given, or is the chat's (a step asks before it has read its chat).
+# How many of the user's messages hold each word (as full text reads it), counted up to `:rows`.
+# First among the newest NAMES_NEWEST short rows, walked in the owner index: a name the history is
+# full of is counted there at once. Only a word held less there is counted by the full-text index,
+# which hands over every match of the word in the partition before any is counted: for a large
+# user, the cost of a name their history is full of (bench/names_count.py). The user is given, or
+# is the chat's (a step asks before it has read its chat).
+NAMES_NEWEST = 300
+
+
 def _names_held(user: str) -> TextClause:
+    owner = f"tenant_id = :t AND user_id = {user}"
     return text(f"""
-SELECT w AS word, (SELECT count(*) FROM (
-    SELECT 1 FROM message_embeddings
-    WHERE tenant_id = :t AND user_id = {user}
-      AND content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) x) AS held
+WITH newest AS MATERIALIZED (
+    SELECT content_tsv FROM message_embeddings WHERE {owner} AND {_FITS}
+    ORDER BY created_at DESC LIMIT {NAMES_NEWEST}
+)
+SELECT w AS word, CASE
+    WHEN (SELECT count(*) FROM (SELECT 1 FROM newest
+          WHERE content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) x) >= :rows
+    THEN :rows
+    ELSE (SELECT count(*) FROM (SELECT 1 FROM message_embeddings
+          WHERE {owner} AND content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) y)
+    END AS held
 FROM unnest(CAST(:words AS text[])) w""")
 
 

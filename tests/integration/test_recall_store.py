@@ -23,7 +23,7 @@ from llm.onnx_embedder import OnnxMiniLM
 from llm.testing import FakeOpenAIServer
 from memory.indexer import Indexer, IndexerConfig
 from memory.ranking import RecallConfig, RecallQuery, _parts
-from memory.recall_store import SHORTLIST, PostgresRecall
+from memory.recall_store import NAMES_NEWEST, SHORTLIST, PostgresRecall
 from memory.store import PostgresFactStore
 from tests.integration.history import T0, import_chat
 
@@ -477,6 +477,34 @@ async def test_a_question_that_names_the_user_finds_what_they_said_not_greetings
     assert await top(question, 0) in greetings  # the question as asked: a greeting first
     # A name the history holds fewer times than the bound is part of the question still.
     assert "Lisbeth" in await top("Whom did I visit, Lisbeth or Maria?", 4)
+
+
+async def test_a_name_said_often_long_ago_is_left_out_as_one_said_often_lately(
+    engine: AsyncEngine, minilm: OnnxMiniLM
+) -> None:
+    """The names are counted in the user's newest messages first, then, for a name held less
+    there, in all of them: which names leave the question does not depend on when they were
+    said, only on how often."""
+    lines = [f"Hi Anna, how was day {i}?" for i in range(4)] + [
+        f"Another ordinary thing, number {i}." for i in range(NAMES_NEWEST + 20)]
+    chat_id, _ = await import_chat(engine, "t", "anna", lines)
+    await Indexer(engine, minilm, minilm.name).index_chat(chat_id)
+    asked: list[list[str]] = []
+
+    class Recording:
+        dim, symmetric = minilm.dim, False
+
+        async def embed(self, texts: list[str]) -> list[list[float]]:
+            return await minilm.embed(texts)
+
+        async def embed_query(self, texts: list[str]) -> list[list[float]]:
+            asked.append(texts)
+            return await minilm.embed_query(texts)
+
+    recall = PostgresRecall(engine, Recording(), lambda s: len(s.split()), RecallConfig())
+    await recall.recall(RecallQuery("t", "anna", "When does Anna turn thirty?"))
+    await recall.recall(RecallQuery("t", "anna", "Is Maria coming too?"))
+    assert asked == [["When does turn thirty?"], ["Is Maria coming too?"]]
 
 
 async def test_the_vector_handed_on_for_the_message_is_of_its_text_as_said(
