@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from db.errors import StoreUnavailable as StoreUnavailable
-from memory.ranking import Mode, QuestionVectors, RecallConfig, RecallQuery, RecallResult
+from memory.ranking import Mode, Question, RecallConfig, RecallQuery, RecallResult
 from memory.runtime_patterns import L1Sample, Pattern
 from memory.runtime_prompt import Turn
 from memory.runtime_state import State
@@ -104,12 +104,10 @@ class Recaller(Protocol):
         ranked as a step ranks them, each with its score components, with no token budget."""
         ...
 
-    async def query_vectors(
-        self, tenant_id: str, chat_id: uuid.UUID, query: str
-    ) -> QuestionVectors | None:
-        """What recall would search with for `query` in the memory of the chat's user (None
-        when it searches by words alone): a step asks for it as it arrives, alongside its own
-        reads, knowing the chat but not yet whose it is."""
+    async def question(self, tenant_id: str, chat_id: uuid.UUID, text: str) -> Question:
+        """`text` as recall would search with it in the memory of the chat's user: a step asks
+        for it as it arrives, alongside its own reads, knowing the chat but not yet whose it
+        is."""
         ...
 
     async def recall(

@@ -43,13 +43,13 @@ class RecallConfig:
     min_similarity: float = 0.1
     min_keyword: float = 0.3
     rrf_k: int = 60
-    # The dense list searches with the question less the capitalised words (not its first word,
-    # nor "I") that at least this many of the user's messages hold: the names of the people the
+    # Both lists search with the question less the capitalised words (not its first word, nor
+    # "I") that at least this many of the user's messages hold: the names of the people the
     # history is full of. A question about Anna names her; the messages that answer it are her
     # own, in the first person, and the ones with her name are greetings ("Hi Anna, long
-    # time!"), nearer to any question that names her than the evidence (bench/README.md, longer
-    # conversations: hybrid R@10 0.503 -> 0.628 at ~600 turns a conversation). The keyword list
-    # keeps them. 0: the question as it is.
+    # time!"), nearer to any question that names her than the evidence, and short, which BM25
+    # favours (bench/README.md, longer conversations: hybrid R@10 0.503 -> 0.647 at ~600 turns a
+    # conversation). 0: the question as it is.
     name_rows: int = 4
     # A message is also found through the current facts drawn from it (their
     # `source_message_ids`): in each list, it takes the better of its own rank and the best such
@@ -148,16 +148,19 @@ class Recalled:
 
 
 @dataclass(frozen=True)
-class QuestionVectors:
-    """What recall searches with for a question: `search`, the vector of the question less the
-    names its user's history is full of (RecallConfig.name_rows) or else as asked; `asked`, of
+class Question:
+    """A question as recall searches with it. `words`: the question less the names its user's
+    history is full of (RecallConfig.name_rows), or as asked; both lists search with them.
+    `vector`: their embedding (None when recall searches by words alone). `asked`: the vector of
     the question as asked, kept only where the embedder hands it on as the message's own.
-    `name_rows` is the setting they were made under, `names_ms` the time of the names'
-    statement."""
+    `name_rows` and `mode` are the settings it was made under, `names_ms` the time of the
+    names' statement."""
 
-    search: Embedding
+    words: str
+    vector: Embedding | None
     asked: Embedding | None
     name_rows: int
+    mode: str
     names_ms: float = 0.0
 
 
@@ -174,7 +177,7 @@ class RecallQuery:
     # A chat and the time of its "start over" line: its rows before that stay forgotten.
     hide: tuple[uuid.UUID, datetime] | None = None
     budget_tokens: int | None = None  # lower than the config's: what the prompt has room for
-    vector: Awaitable[QuestionVectors | None] | None = None  # asked for earlier (query_vectors)
+    question: Awaitable[Question] | None = None  # made earlier (Recaller.question)
     now: datetime | None = None  # recency is measured from here (tests, replays)
     # The chat's assistant: of the cards grouped by user and assistant, only its own come back
     # (memory/events/segments.py assistant_key). None: every assistant's (a memory search).

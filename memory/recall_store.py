@@ -30,7 +30,7 @@ from memory.late_interaction import maxsim, unpack
 from memory.ranking import (
     Candidate,
     Mode,
-    QuestionVectors,
+    Question,
     RecallConfig,
     RecallQuery,
     RecallResult,
@@ -340,31 +340,31 @@ class PostgresRecall:
         config = replace(self.config, mode=mode, max_items=limit, budget_tokens=1_000_000)
         return await self.recall(RecallQuery(tenant_id, user_id, query), config)
 
-    async def query_vectors(
-        self, tenant_id: str, chat_id: uuid.UUID, query: str
-    ) -> QuestionVectors | None:
-        if self.config.mode == "keyword":
-            return None
-        return await self._vectors(query[:MAX_QUERY_CHARS], self.config.name_rows,
-                                   _NAMES_HELD_IN_CHAT, {"t": tenant_id, "chat": chat_id})
+    async def question(self, tenant_id: str, chat_id: uuid.UUID, text: str) -> Question:
+        return await self._question(text[:MAX_QUERY_CHARS], self.config, _NAMES_HELD_IN_CHAT,
+                                    {"t": tenant_id, "chat": chat_id})
 
-    async def _vectors(
-        self, text: str, rows: int, names_held: TextClause, owner: dict[str, Any]
-    ) -> QuestionVectors:
-        """The question's vectors: its names counted first (`names_held` for `owner`), so that
-        the embedder embeds the text it searches with and nothing more; of the text as asked too
-        where the embedder hands that on."""
+    async def _question(
+        self, text: str, cfg: RecallConfig, names_held: TextClause, owner: dict[str, Any]
+    ) -> Question:
+        """The question as recall searches with it: its names counted first (`names_held` for
+        `owner`), so that the embedder embeds the words searched with and nothing more; the
+        text as asked too where the embedder hands that on."""
         counted = time.perf_counter()
-        plain = await self._without_names(text, rows, names_held, owner) if rows else None
+        plain = await self._without_names(text, cfg.name_rows, names_held, owner) \
+            if cfg.name_rows else None
         names_ms = (time.perf_counter() - counted) * 1000
-        if plain is None:
-            [vector] = await self._embedder.embed_query([text])
-            return QuestionVectors(vector, vector, rows, names_ms)
-        if self._text_vectors:  # (the message's own vector is of its text as said)
-            search, asked = await self._embedder.embed_query([plain, text])
-            return QuestionVectors(search, asked, rows, names_ms)
-        [search] = await self._embedder.embed_query([plain])
-        return QuestionVectors(search, None, rows, names_ms)
+        words = plain or text
+        vector = asked = None
+        if cfg.mode != "keyword":
+            if plain is None:
+                [vector] = await self._embedder.embed_query([text])
+                asked = vector
+            elif self._text_vectors:  # (the message's own vector is of its text as said)
+                vector, asked = await self._embedder.embed_query([plain, text])
+            else:
+                [vector] = await self._embedder.embed_query([plain])
+        return Question(words, vector, asked, cfg.name_rows, cfg.mode, names_ms)
 
     async def recall(
         self, query: RecallQuery, config: RecallConfig | None = None
@@ -376,21 +376,19 @@ class PostgresRecall:
             cfg = replace(cfg, budget_tokens=query.budget_tokens)
         text = query.text[:MAX_QUERY_CHARS]
         started = time.perf_counter()
-        vectors: QuestionVectors | None = None
-        if cfg.mode != "keyword":
-            # embed_ms is how long recall waited for them: of vectors asked for early, what the
-            # step's own reads did not cover.
-            vectors = await query.vector if query.vector is not None else None
-            if vectors is None or vectors.name_rows != cfg.name_rows:  # (asked under other
-                vectors = await self._vectors(  # settings, or not asked for)
-                    text, cfg.name_rows, _NAMES_HELD, {"t": query.tenant_id, "u": query.user_id})
+        # embed_ms is how long recall waited for the question: of one made early, what the
+        # step's own reads did not cover.
+        question = await query.question if query.question is not None else None
+        if question is None or (question.name_rows, question.mode) != (cfg.name_rows, cfg.mode):
+            question = await self._question(  # (made under other settings, or not made)
+                text, cfg, _NAMES_HELD, {"t": query.tenant_id, "u": query.user_id})
         embedded = time.perf_counter()
         # The names' statement is the server's time, not the embedder's (as far as recall
         # waited for it).
-        names_s = min(vectors.names_ms / 1000, embedded - started) if vectors else 0.0
+        names_s = min(question.names_ms / 1000, embedded - started)
         now, cfg = focused(text, query.now or datetime.now(UTC), cfg)
         candidates = await self.candidates(
-            query.tenant_id, query.user_id, text, vectors.search if vectors else None,
+            query.tenant_id, query.user_id, question.words, question.vector,
             list(query.exclude), cfg, query.hide, query.shown_from, now=now,
             assistant=query.assistant,
         )
@@ -405,8 +403,8 @@ class PostgresRecall:
             "rerank_ms": round((reranked - searched) * 1000, 3),
             "rank_ms": round((time.perf_counter() - reranked) * 1000, 3),
         }
-        own = (self._text_vectors, vectors.asked) \
-            if self._text_vectors and vectors is not None and vectors.asked is not None else None
+        own = (self._text_vectors, question.asked) \
+            if self._text_vectors and question.asked is not None else None
         return RecallResult(items, text, cfg.mode, len(candidates), timings, own)
 
     async def _without_names(

@@ -9,7 +9,7 @@ from dataclasses import replace
 from chat.types import Chat, Window
 from llm.ports import TokenCounter
 from memory.ports import Recaller
-from memory.ranking import QuestionVectors, RecallQuery, RecallResult, render
+from memory.ranking import Question, RecallQuery, RecallResult, render
 from orchestrator.compaction_policy import hidden_before
 from orchestrator.context import MEMORY_PREAMBLE, MEMORY_TAG, PromptPlan, with_memory
 
@@ -20,7 +20,7 @@ FENCE_FRAME_TOKENS = 40 + len(MEMORY_TAG) + len(MEMORY_PREAMBLE) // 3
 async def recall_into(
     recall: Recaller | None, counter: TokenCounter, chat: Chat, window: Window,
     plan: PromptPlan, query: str, *, also_shown: list[uuid.UUID] | None = None,
-    vector: Awaitable[QuestionVectors | None] | None = None,
+    question: Awaitable[Question] | None = None,
 ) -> tuple[PromptPlan, RecallResult | None]:
     """The plan with its memory fence filled by recall for `query`. The window's rows (what the
     prompt shows, or could) are never recalled, nor what a "start over" put behind."""
@@ -38,7 +38,7 @@ async def recall_into(
     result = await recall.recall(RecallQuery(
         chat.tenant_id, chat.user_id, query,
         exclude=(*(m.id for m in window.head), *(also_shown or [])), shown_from=shown_from,
-        hide=(chat.id, hidden) if hidden else None, budget_tokens=room, vector=vector,
+        hide=(chat.id, hidden) if hidden else None, budget_tokens=room, question=question,
         assistant=chat.assistant,
     ))
     items = list(result.items)

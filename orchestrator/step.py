@@ -28,7 +28,7 @@ from chat.types import MESSAGE_OVERHEAD, Chat, Message, ModelSettings, Window
 from llm.ports import ChatModel, Embedding, TokenCounter
 from llm.search import WebSearch
 from memory.ports import FactStore, IndexQueue, Recaller
-from memory.ranking import QuestionVectors
+from memory.ranking import Question
 from orchestrator.actions import ActionConfig, ActionRunner
 from orchestrator.answer import AbortSignal, Answer, ClientTools, Rounds, stream_answer
 from orchestrator.compaction_pass import Compactor
@@ -152,8 +152,8 @@ class Started:
     embed_ms: float = 0.0  # how long recall waited for the embedder: model time, not the server's
     recall_ms: float = 0.0  # recall as a whole, the embedder's time included
     user_vector: tuple[str, Embedding] | None = None  # recall's, for the indexer to keep
-    # The query's vector for recall, asked for as the step arrived (alongside the open).
-    query_vector: asyncio.Task[QuestionVectors | None] | None = None
+    # The question as recall searches with it, asked for as the step arrived (beside the open).
+    question: asyncio.Task[Question] | None = None
     reread: bool = False  # the window was read for another budget than the chat's own
     client_tools: ClientTools | None = None
     await_memory: bool = True  # (StepRequest's)
@@ -210,22 +210,23 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
         meta=request.meta,
         expect_position=request.expect_position,
     )
-    # Recall will search with the message's vector: the embedder is asked now, while the step
-    # opens (its round trip off the step's path), and dropped if the step does not run.
-    vector = _early_vector(deps.recall, request) if request.kind == "user" else None
+    # Recall will search with the message as its question: the names it holds are counted and
+    # the embedder asked now, while the step opens (their round trips off the step's path), and
+    # dropped if the step does not run.
+    question = _early_question(deps.recall, request) if request.kind == "user" else None
     try:
         result = await follow_policy(
             deps.steps, cfg.queue_wait, request.tenant_id, request.chat_id,
             request.idempotency_key, lambda: deps.steps.open(open_step),
         )
     except BaseException:
-        _drop(vector)
+        _drop(question)
         raise
     if isinstance(result, StepOutcome):
-        _drop(vector)
+        _drop(question)
         return Replayed(result)
     if isinstance(result, Moved):
-        _drop(vector)
+        _drop(question)
         raise HistoryMoved(f"chat {request.chat_id} moved past position "
                            f"{request.expect_position}")
     assert isinstance(result, Opened)  # (follow_policy returned past the lease)
@@ -237,7 +238,7 @@ async def start_step(deps: StepDeps, request: StepRequest) -> Started | Replayed
     # A chat with a budget of its own has its window read again for it, by run_step: a failure
     # of that read is then the step's outcome, saved like any other.
     return Started(chat, result.begun, result.window, plan, received_at,
-                   time.perf_counter(), query_vector=vector,
+                   time.perf_counter(), question=question,
                    reread=budget.total != open_step.window_budget,
                    client_tools=request.client_tools, await_memory=request.await_memory)
 
@@ -248,13 +249,13 @@ def overridden(settings: ModelSettings, over: ModelSettings) -> ModelSettings:
                                 if getattr(over, f.name) is not None})
 
 
-def _early_vector(
+def _early_question(
     recall: Recaller | None, request: StepRequest
-) -> asyncio.Task[QuestionVectors | None] | None:
+) -> asyncio.Task[Question] | None:
     if recall is None or not request.content.strip():
         return None
     task = asyncio.create_task(
-        recall.query_vectors(request.tenant_id, request.chat_id, request.content))
+        recall.question(request.tenant_id, request.chat_id, request.content))
     # Whoever awaits it sees its error; one nobody came to (the step ended first) is not
     # logged as never retrieved.
     task.add_done_callback(lambda t: t.cancelled() or t.exception())
@@ -470,13 +471,13 @@ async def _recall(deps: StepDeps, started: Started) -> tuple[Started, list[dict[
     try:
         plan, result = await recall_into(
             deps.recall, deps.counter, started.chat, started.window, started.plan,
-            user_message.content, also_shown=[user_message.id], vector=started.query_vector,
+            user_message.content, also_shown=[user_message.id], question=started.question,
         )
     except Exception:  # the boundary of an optional part: log it, answer without memory
         log.warning("recall failed; answering without recalled memory", exc_info=True)
         return started, []
     finally:
-        _drop(started.query_vector)  # (a no-op once awaited) unused when the prompt is full
+        _drop(started.question)  # (a no-op once awaited) unused when the prompt is full
     if result is None:
         return replace(started, plan=plan), []
     embed_ms = result.timings.get("embed_ms", 0.0)
