@@ -22,7 +22,7 @@ from llm.e5_embedder import E5Embedder
 from llm.onnx_embedder import OnnxMiniLM
 from llm.testing import FakeOpenAIServer
 from memory.indexer import Indexer, IndexerConfig
-from memory.ranking import RecallConfig, RecallQuery, _parts
+from memory.ranking import Mode, RecallConfig, RecallQuery, _parts
 from memory.recall_store import NAMES_NEWEST, SHORTLIST, PostgresRecall
 from memory.store import PostgresFactStore
 from tests.integration.history import T0, import_chat
@@ -454,7 +454,7 @@ async def test_a_question_that_names_the_user_finds_what_they_said_not_greetings
     engine: AsyncEngine, e5: E5Embedder
 ) -> None:
     """A chat between two people: Anna's own lines never name her, the other side's greetings
-    do. Asked about Anna, the dense list searches without the name its history is full of."""
+    do. Asked about Anna, both lists search without the name its history is full of."""
     greetings = ["Hi Anna, long time! What's new with you?", "Hey Anna! Any plans for the weekend?",
                  "Evening, Anna. How was your week?", "Hi Anna! Seen anything good lately?",
                  "Hey Anna, still on for coffee sometime?"]
@@ -463,18 +463,26 @@ async def test_a_question_that_names_the_user_finds_what_they_said_not_greetings
         lines += ["Not much, just work.", greeting]
     lines += ["By the way: I turn thirty on the 23rd of October, thinking of a picnic by the lake.",
               "Sounds lovely!", "I went to see my friend Lisbeth in Porto.", "Nice."]
+    # Small talk around it: "turn" in two more messages, long ones; short ones about nothing.
+    lines += ["We waited for our turn at the old bakery on the corner for nearly an hour this "
+              "morning, and the bread was sold out when we got in", "Oh no.",
+              "It was my turn to cook yesterday so I tried that recipe with lentils and lemon "
+              "from the market stall near the station", "Tasty?"]
+    lines += [f"Small talk about the weather, part {i}." for i in range(30)]
     chat_id, _ = await import_chat(engine, "t", "anna", lines)
     await Indexer(engine, e5, e5.name).index_chat(chat_id)
     recall = PostgresRecall(engine, e5, lambda s: len(s.split()), RecallConfig())
 
-    async def top(question: str, name_rows: int) -> str:
-        cfg = RecallConfig(mode="dense", min_similarity=-1.0, name_rows=name_rows)
+    async def top(question: str, name_rows: int, mode: Mode = "dense") -> str:
+        cfg = RecallConfig(mode=mode, min_similarity=-1.0, min_keyword=0.0,
+                           name_rows=name_rows)
         result = await recall.recall(RecallQuery("t", "anna", question), cfg)
         return result.items[0].text
 
     question = "When does Anna turn a year older?"
-    assert (await top(question, 4)).startswith("By the way: I turn thirty")
-    assert await top(question, 0) in greetings  # the question as asked: a greeting first
+    for mode in ("dense", "keyword"):  # (BM25 lifts the short greetings that hold the name)
+        assert (await top(question, 4, mode)).startswith("By the way: I turn thirty"), mode
+        assert await top(question, 0, mode) in greetings, mode  # as asked: a greeting first
     # A name the history holds fewer times than the bound is part of the question still.
     assert "Lisbeth" in await top("Whom did I visit, Lisbeth or Maria?", 4)
 
