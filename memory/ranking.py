@@ -160,7 +160,7 @@ class Question:
     vector: Embedding | None
     asked: Embedding | None
     name_rows: int
-    mode: str
+    mode: Mode
     names_ms: float = 0.0
 
 

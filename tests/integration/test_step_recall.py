@@ -104,7 +104,7 @@ async def test_a_question_naming_whom_the_history_greets_is_embedded_once_withou
     engine: AsyncEngine, minilm: OnnxMiniLM,
 ) -> None:
     """Asked as the step opens, before it knows whose chat it is: the names are counted in the
-    chat's user's history first, so the embedder is asked once, for the question the dense list
+    chat's user's history first, so the embedder is asked once, for the question recall
     searches with (and, as MiniLM embeds both sides alike, the question as said, stored as the
     message's own vector), not once as said and again without the name."""
     chat_id, _ = await import_chat(engine, "t", "anna", [
