@@ -139,6 +139,8 @@ class Settings(BaseSettings):
     recall_focus_floor: float | None = Field(default=None, ge=0, le=1)
     recall_fact_weight: float | None = Field(default=None, ge=0)
     recall_assistant_weight: float | None = Field(default=None, ge=0)
+    recall_user_weight: float | None = Field(default=None, ge=0)
+    recall_speaker_weight: float | None = Field(default=None, ge=0)
     recall_duplicate_overlap: float | None = Field(default=None, gt=0, le=1)
     # Unset: events and cards are recalled where they are extracted (`events_on`).
     recall_events: bool | None = None

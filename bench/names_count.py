@@ -2,13 +2,13 @@
 
     .venv/bin/python bench/names_count.py --rows 300000 --share 1.0,0.1
 
-One user with `--rows` indexed messages in a scratch embedded Postgres of its own (`--datadir`;
-its foreign key to `messages` and its HNSW index dropped, so that the rows load in seconds). A
-share of them holds the name "Anna"; none holds "Zorro". Printed: the median time of the
-statement as recall runs it (a generic plan, as the engine sets), for a question naming Anna,
-one naming Zorro, and one naming both, at each share; beside it in the same run, the baseline:
-each name counted by full text's GIN index alone (the statement of d9a6590), which hands over
-every match of the word at once, so that its cost follows how many rows hold the name.
+One user with `--rows` indexed messages, one chat of alternating sides, in a scratch embedded
+Postgres of its own (`--datadir`; its HNSW index dropped, so that the rows load in seconds). A
+share of them greets "Anna"; none holds "Zorro". Printed: the median time of the statement as
+recall runs it (a generic plan, as the engine sets), for a question naming Anna, one naming
+Zorro, and one naming both, at each share; beside it in the same run, the baseline: the
+statement of 49aeb96, which counted the names alone, without how each side addresses them
+(memory/speakers.py).
 """
 
 from __future__ import annotations
@@ -20,48 +20,68 @@ import time
 from pathlib import Path
 
 from sqlalchemy import TextClause, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.database import migrate
+from chat.ports import NewChat
+from chat.store import PostgresChatStore
+from chat.types import ModelSettings
 from db.engine import create_engine
-from memory.ranking import RecallConfig
-from memory.recall_store import _NAMES_HELD, PostgresRecall
+from db.statements import connect, fetch
+from memory.recall_store import _FITS, _NAMES_HELD, NAMES_NEWEST, name_words
 
 QUESTIONS = ["When does Anna turn thirty?", "When does Zorro turn thirty?",
              "Did Anna meet Zorro in Lisbon?"]
 
-BASELINE = text("""
-SELECT w AS word, (SELECT count(*) FROM (
-    SELECT 1 FROM message_embeddings
-    WHERE tenant_id = :t AND user_id = :u
-      AND content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) x) AS held
+_OWNER = "tenant_id = :t AND user_id = :u"
+BASELINE = text(f"""
+WITH newest AS MATERIALIZED (
+    SELECT content_tsv FROM message_embeddings WHERE {_OWNER} AND {_FITS}
+    ORDER BY created_at DESC LIMIT {NAMES_NEWEST}
+)
+SELECT w AS word, CASE
+    WHEN (SELECT count(*) FROM (SELECT 1 FROM newest
+          WHERE content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) x) >= :rows
+    THEN :rows
+    ELSE (SELECT count(*) FROM (SELECT 1 FROM message_embeddings
+          WHERE {_OWNER} AND content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) y)
+    END AS held
 FROM unnest(CAST(:words AS text[])) w""")
 
 _LOAD = text("""
+WITH m AS (
+    INSERT INTO messages (id, chat_id, position, kind, content, status, token_count,
+                          tokens_after)
+    SELECT gen_random_uuid(), :chat, i, CASE WHEN i % 2 = 0 THEN 'user' ELSE 'assistant' END,
+           CASE WHEN i % :every = 0 THEN 'Hi Anna, ' ELSE 'Hi, ' END
+           || 'how are you doing today, word' || (i % 3000), 'complete', 10, 10 * i
+    FROM generate_series(1, :rows) i
+    RETURNING id, content, position
+)
 INSERT INTO message_embeddings (message_id, chat_id, tenant_id, user_id, embedding, content_tsv,
                                 embedder, created_at)
-SELECT gen_random_uuid(), gen_random_uuid(), 't', 'big', array_fill(0.05, ARRAY[384])::vector,
-       to_tsvector('jin_search', CASE WHEN i % :every = 0 THEN 'hi anna, ' ELSE 'hi, ' END
-                                 || 'how are you doing today, word' || (i % 3000)),
-       'bench', now() - make_interval(secs => i)
-FROM generate_series(1, :rows) i""")
+SELECT id, :chat, 't', 'big', array_fill(0.05, ARRAY[384])::vector,
+       to_tsvector('jin_search', content), 'bench', now() - make_interval(secs => position)
+FROM m""")
 
 
 async def measure(url: str, rows: int, share: float, repeats: int) -> None:
     engine = create_engine(url, pool_size=1)
     try:
         async with engine.begin() as conn:
-            await conn.execute(text("ALTER TABLE message_embeddings DROP CONSTRAINT IF EXISTS "
-                                    "message_embeddings_message_id_fkey"))
             await conn.execute(text("DROP INDEX IF EXISTS message_embeddings_hnsw"))
-            await conn.execute(text("DELETE FROM message_embeddings WHERE user_id = 'big'"))
-            await conn.execute(_LOAD, {"rows": rows, "every": max(1, round(1 / share))})
+            await conn.execute(text("DELETE FROM chats WHERE user_id = 'big'"))
+        chat = await PostgresChatStore(engine).create_chat(
+            NewChat("t", "big", "", "", ModelSettings(), "queue"))
+        async with engine.begin() as conn:
+            await conn.execute(_LOAD, {"rows": rows, "every": max(1, round(1 / share)),
+                                       "chat": chat.id})
         raw = await engine.raw_connection()
-        await raw.driver_connection.execute("VACUUM ANALYZE message_embeddings")
+        await raw.driver_connection.execute("VACUUM ANALYZE messages, message_embeddings")
         raw.close()
-        recall = PostgresRecall(engine, None, len, RecallConfig())  # type: ignore[arg-type]
         for question in QUESTIONS:
-            served = await _median(recall, question, _NAMES_HELD, repeats)
-            baseline = await _median(recall, question, BASELINE, repeats)
+            served = await _median(engine, question, _NAMES_HELD, repeats)
+            baseline = await _median(engine, question, BASELINE, repeats)
             print(f"{rows:>9,} rows, Anna in {share:>5.0%}: {question!r:34} "
                   f"{served[0]:7.2f} ms, baseline {baseline[0]:7.2f} ms -> {served[1]!r}",
                   flush=True)
@@ -70,14 +90,18 @@ async def measure(url: str, rows: int, share: float, repeats: int) -> None:
         await engine.dispose()
 
 
-async def _median(recall: PostgresRecall, question: str, statement: TextClause,
-                  repeats: int) -> tuple[float, str | None]:
-    times = []
+async def _median(engine: AsyncEngine, question: str, statement: TextClause,
+                  repeats: int) -> tuple[float, list[str]]:
+    """The statement's median ms, and the words it finds held, each as its rows count them."""
+    times, held = [], []
     for _ in range(repeats + 2):
         began = time.perf_counter()
-        plain = await recall._without_names(question, 4, statement, {"t": "t", "u": "big"})
+        async with connect(engine) as conn:
+            found = await fetch(conn, statement, {"t": "t", "u": "big", "rows": 4,
+                                                  "words": name_words(question)})
         times.append((time.perf_counter() - began) * 1000)
-    return statistics.median(times[2:]), plain
+        held = [row["word"] for row in found if row["held"] >= 4]
+    return statistics.median(times[2:]), held
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Literal
@@ -25,6 +25,7 @@ from memory.facts import key_terms
 
 Source = Literal["message", "fact", "event", "entity"]
 Mode = Literal["hybrid", "dense", "keyword"]
+Side = Literal["user", "assistant"]  # of a conversation: whose messages
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,10 @@ class RecallConfig:
     # or an assistant that restates what it was told, half the evidence is there (0.8 lost 0.04
     # of R@10 on the long-conversation set, and gained 0.01 on the first synthetic set).
     assistant_weight: float = 1.0
+    user_weight: float = 1.0
+    # A question about one side of the conversation (the person it names, as the history speaks
+    # of them: memory/speakers.py) weighs the other side's messages by this too. 1.0: both alike.
+    speaker_weight: float = 0.6
     # Events and entity cards (memory/events/) are recalled beside messages and facts, each
     # source with its own dense and keyword lists, weighed by its type: `type_weights` (an event
     # or entity type and its weight), else the source's weight. A card is what the user's events
@@ -154,7 +159,8 @@ class Question:
     `vector`: their embedding (None when recall searches by words alone). `asked`: the vector of
     the question as asked, kept only where the embedder hands it on as the message's own.
     `name_rows` and `mode` are the settings it was made under, `names_ms` the time of the
-    names' statement."""
+    names' statement. `about`: the side of the conversation whose person the question names
+    (memory/speakers.py), if the history tells."""
 
     words: str
     vector: Embedding | None
@@ -162,6 +168,7 @@ class Question:
     name_rows: int
     mode: Mode
     names_ms: float = 0.0
+    about: Side | None = None
 
 
 @dataclass(frozen=True)
@@ -219,8 +226,18 @@ def weight(candidate: Candidate, config: RecallConfig) -> float:
         base = _type_weight(config.type_weights, candidate.role, config.event_weight
                             if candidate.source == "event" else config.entity_weight)
     else:
-        base = config.assistant_weight if candidate.role == "assistant" else 1.0
+        base = config.assistant_weight if candidate.role == "assistant" else config.user_weight
     return base * (0.5 + candidate.importance)
+
+
+def about_side(side: Side | None, config: RecallConfig) -> RecallConfig:
+    """The config for a question about `side`: the other side's messages weigh
+    `speaker_weight` times their own weight."""
+    if side is None or config.speaker_weight == 1.0:
+        return config
+    if side == "user":
+        return replace(config, assistant_weight=config.assistant_weight * config.speaker_weight)
+    return replace(config, user_weight=config.user_weight * config.speaker_weight)
 
 
 @lru_cache(maxsize=1024)

@@ -34,10 +34,13 @@ from memory.ranking import (
     RecallConfig,
     RecallQuery,
     RecallResult,
+    Side,
+    about_side,
     keyword_query,
     rank,
 )
 from memory.recall_lists import QUERY_TERMS, bm25_list, candidate_of, dense_list
+from memory.speakers import ADDRESSED, Addressed, about
 from memory.time_focus import focused
 
 _OWNER = "tenant_id = :t AND user_id = :u"
@@ -123,7 +126,8 @@ SCORE = """(((CASE WHEN dense_rank IS NULL THEN 0
              abs(date_part('epoch', CAST(:now AS timestamptz) - created_at)) / 86400
              - CAST(:fresh AS float8), 0) / CAST(:half_life AS float8)) ELSE 0 END)
       * (CASE WHEN source = 'fact' THEN CAST(:w_fact AS float8)
-              WHEN role = 'assistant' THEN CAST(:w_assistant AS float8) ELSE 1 END
+              WHEN role = 'assistant' THEN CAST(:w_assistant AS float8)
+              ELSE CAST(:w_user AS float8) END
          * (0.5::float8 + importance)))"""
 # Expansion (`RecallConfig.fact_expansion`): a current fact found by either list is also a key of
 # the messages it was drawn from (`source_message_ids`: what the memory flush read), so a message
@@ -273,8 +277,9 @@ def without_words(text: str, words: list[str]) -> str | None:
 # First among the newest NAMES_NEWEST short rows, walked in the owner index: a name the history is
 # full of is counted there at once. Only a word held less there is counted by the full-text index,
 # which hands over every match of the word in the partition before any is counted: for a large
-# user, the cost of a name their history is full of (bench/names_count.py). The user is given, or
-# is the chat's (a step asks before it has read its chat).
+# user, the cost of a name their history is full of (bench/names_count.py). For a word held that
+# often, how each side addresses it among those newest rows (memory/speakers.py). The user is
+# given, or is the chat's (a step asks before it has read its chat).
 NAMES_NEWEST = 300
 
 
@@ -282,17 +287,29 @@ def _names_held(user: str) -> TextClause:
     owner = f"tenant_id = :t AND user_id = {user}"
     return text(f"""
 WITH newest AS MATERIALIZED (
-    SELECT content_tsv FROM message_embeddings WHERE {owner} AND {_FITS}
+    SELECT message_id, content_tsv FROM message_embeddings WHERE {owner} AND {_FITS}
     ORDER BY created_at DESC LIMIT {NAMES_NEWEST}
+), counted AS MATERIALIZED (
+    SELECT w, CASE
+        WHEN (SELECT count(*) FROM (SELECT 1 FROM newest
+              WHERE content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) x) >= :rows
+        THEN :rows
+        ELSE (SELECT count(*) FROM (SELECT 1 FROM message_embeddings
+              WHERE {owner} AND content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) y)
+        END AS held
+    FROM unnest(CAST(:words AS text[])) w
 )
-SELECT w AS word, CASE
-    WHEN (SELECT count(*) FROM (SELECT 1 FROM newest
-          WHERE content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) x) >= :rows
-    THEN :rows
-    ELSE (SELECT count(*) FROM (SELECT 1 FROM message_embeddings
-          WHERE {owner} AND content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) y)
-    END AS held
-FROM unnest(CAST(:words AS text[])) w""")
+SELECT w AS word, held, said.*
+FROM counted, LATERAL (  -- how each side addresses a held name (memory/speakers.py)
+    SELECT count(*) FILTER (WHERE m.kind = 'user' AND m.content ~* ({ADDRESSED})) AS by_user,
+           count(*) FILTER (WHERE m.kind = 'assistant' AND m.content ~* ({ADDRESSED}))
+               AS by_assistant,
+           count(*) FILTER (WHERE m.kind = 'user' AND starts_with(m.content, w || ':'))
+               AS user_labels,
+           count(*) FILTER (WHERE m.kind = 'assistant' AND starts_with(m.content, w || ':'))
+               AS assistant_labels
+    FROM newest n JOIN messages m ON m.id = n.message_id
+    WHERE held >= :rows AND n.content_tsv @@ plainto_tsquery('jin_search', w)) said""")
 
 
 _NAMES_HELD = _names_held(":u")
@@ -351,8 +368,8 @@ class PostgresRecall:
         `owner`), so that the embedder embeds the words searched with and nothing more; the
         text as asked too where the embedder hands that on."""
         counted = time.perf_counter()
-        plain = await self._without_names(text, cfg.name_rows, names_held, owner) \
-            if cfg.name_rows else None
+        plain, side = await self._without_names(text, cfg.name_rows, names_held, owner) \
+            if cfg.name_rows else (None, None)
         names_ms = (time.perf_counter() - counted) * 1000
         words = plain or text
         vector = asked = None
@@ -364,7 +381,7 @@ class PostgresRecall:
                 vector, asked = await self._embedder.embed_query([plain, text])
             else:
                 [vector] = await self._embedder.embed_query([plain])
-        return Question(words, vector, asked, cfg.name_rows, cfg.mode, names_ms)
+        return Question(words, vector, asked, cfg.name_rows, cfg.mode, names_ms, side)
 
     async def recall(
         self, query: RecallQuery, config: RecallConfig | None = None
@@ -387,6 +404,7 @@ class PostgresRecall:
         # waited for it).
         names_s = min(question.names_ms / 1000, embedded - started)
         now, cfg = focused(text, query.now or datetime.now(UTC), cfg)
+        cfg = about_side(question.about, cfg)
         candidates = await self.candidates(
             query.tenant_id, query.user_id, question.words, question.vector,
             list(query.exclude), cfg, query.hide, query.shown_from, now=now,
@@ -409,15 +427,19 @@ class PostgresRecall:
 
     async def _without_names(
         self, text: str, rows: int, names_held: TextClause, owner: dict[str, Any]
-    ) -> str | None:
+    ) -> tuple[str | None, Side | None]:
         """`text` less its names that at least `rows` of the user's messages hold
-        (RecallConfig.name_rows); None if it holds none, or would be left without words."""
+        (RecallConfig.name_rows), None if it holds none or would be left without words; and
+        the side of the conversation those names tell (memory/speakers.py)."""
         names = name_words(text)
         if not names:
-            return None
+            return None, None
         async with connect(self._db) as conn:
             found = await fetch(conn, names_held, {**owner, "words": names, "rows": rows})
-        return without_words(text, [row["word"] for row in found if row["held"] >= rows])
+        held = [row for row in found if row["held"] >= rows]
+        side = about(Addressed(row["by_user"], row["by_assistant"], row["user_labels"],
+                               row["assistant_labels"]) for row in held)
+        return without_words(text, [row["word"] for row in held]), side
 
     async def _reranked(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
         """The candidates, those with token vectors (events) ranked among themselves by MaxSim
@@ -513,7 +535,8 @@ def _scoring(cfg: RecallConfig, now: datetime) -> dict[str, Any]:
         "w_keyword": 0.0 if cfg.mode == "dense" else cfg.keyword_weight,
         "rrf_k": cfg.rrf_k, "floor": cfg.recency_floor, "half_life": cfg.half_life_days,
         "fresh": cfg.freshness_days, "now": now, "w_fact": cfg.fact_weight,
-        "w_assistant": cfg.assistant_weight, "shortlist": SHORTLIST * cfg.max_items,
+        "w_user": cfg.user_weight, "w_assistant": cfg.assistant_weight,
+        "shortlist": SHORTLIST * cfg.max_items,
         "k1": cfg.bm25_k1, "b": cfg.bm25_b, "min_similarity": cfg.min_similarity,
         "min_keyword": cfg.min_keyword, "expand": cfg.fact_expansion,
         "graph": cfg.graph, "graph_keywords": cfg.graph_keywords, "late": cfg.rerank,

@@ -27,6 +27,8 @@ LAYERS: dict[str, Ablation] = {
     "focus": lambda c: replace(c, focus_floor=max(c.recency_floor, c.focus_floor)),
     # Facts are no keys of the messages they were drawn from (memory/recall_store.py).
     "expansion": lambda c: replace(c, fact_expansion=False),
+    # Both sides of the conversation weigh alike, whoever the question names (memory/speakers.py).
+    "speakers": lambda c: replace(c, speaker_weight=1.0),
     # The dense list searches with the question as asked, the names it holds in it.
     "names": lambda c: replace(c, name_rows=0),
     # No relevance floor: every item either search returns stays a candidate.

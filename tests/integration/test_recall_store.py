@@ -487,6 +487,46 @@ async def test_a_question_that_names_the_user_finds_what_they_said_not_greetings
     assert "Lisbeth" in await top("Whom did I visit, Lisbeth or Maria?", 4)
 
 
+async def test_a_question_about_the_other_friend_finds_their_line_not_a_like_one_of_the_user(
+    engine: AsyncEngine, e5: E5Embedder
+) -> None:
+    """A chat between two friends, imported: the user greets David, so David is the assistant
+    side, and a question about David puts David's own line above the user's line about someone
+    else that matches it better. A history that only speaks of someone tells no side."""
+    lines: list[str] = []
+    for greeting in ["Hey David!", "Hi David, long time!", "Evening, David.", "Thanks, David!",
+                     "Hey David, how was the week?"]:
+        lines += [greeting, "All good here, busy as always."]
+    lines += ["My colleague is scared of spiders, she screamed at one in the office.", "Ha!",
+              "Lol, poor her.", "Heights terrify me, I froze halfway across the glass bridge."]
+    lines += ["I had lunch with Tom today.", "Nice.", "Tom says the new cafe is good.", "Cool.",
+              "Tom and I watched a film.", "Fun.", "Tom is painting the shed.", "Busy man."]
+    lines += [f"Small talk about the weather, part {i}." for i in range(20)]
+    await Indexer(engine, e5, e5.name).index_chat((await import_chat(engine, "t", "sofia",
+                                                                     lines))[0])
+    recall = PostgresRecall(engine, e5, lambda s: len(s.split()), RecallConfig())
+    question = "What is David afraid of?"
+
+    async def top(cfg: RecallConfig) -> str:
+        return (await recall.recall(RecallQuery("t", "sofia", question), cfg)).items[0].text
+
+    for mode in ("dense", "hybrid"):
+        cfg = RecallConfig(mode=mode, min_similarity=-1.0, min_keyword=0.0)
+        assert (await top(replace(cfg, speaker_weight=1.0))).startswith("My colleague"), mode
+        assert (await top(cfg)).startswith("Heights terrify me"), mode
+    found = await recall.question("t", (await _chat_of(engine, "sofia")), question)
+    assert found.about == "assistant"
+    # Tom is spoken of, never addressed: a question about him is about nobody in particular.
+    assert (await recall.question("t", await _chat_of(engine, "sofia"),
+                                  "What is Tom painting?")).about is None
+
+
+async def _chat_of(engine: AsyncEngine, user: str) -> uuid.UUID:
+    async with engine.connect() as conn:
+        return (await conn.execute(text("SELECT id FROM chats WHERE user_id = :u"),
+                                   {"u": user})).scalar_one()
+
+
 async def test_a_name_said_often_long_ago_is_left_out_as_one_said_often_lately(
     engine: AsyncEngine, minilm: OnnxMiniLM
 ) -> None:
