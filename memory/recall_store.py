@@ -278,9 +278,11 @@ def without_words(text: str, words: list[str]) -> str | None:
 # full of is counted there at once. Only a word held less there is counted by the full-text index,
 # which hands over every match of the word in the partition before any is counted: for a large
 # user, the cost of a name their history is full of (bench/names_count.py). For a word held that
-# often, how each side addresses it among those newest rows (memory/speakers.py). The user is
-# given, or is the chat's (a step asks before it has read its chat).
+# often, how each side addresses it, in up to NAMES_TOLD of those newest rows that hold it
+# (memory/speakers.py). The user is given, or is the chat's (a step asks before it has read its
+# chat).
 NAMES_NEWEST = 300
+NAMES_TOLD = 50  # of those rows holding a name, how many are read for how it is addressed
 
 
 def _names_held(user: str) -> TextClause:
@@ -308,8 +310,10 @@ FROM counted, LATERAL (  -- how each side addresses a held name (memory/speakers
                AS user_labels,
            count(*) FILTER (WHERE m.kind = 'assistant' AND starts_with(m.content, w || ':'))
                AS assistant_labels
-    FROM newest n JOIN messages m ON m.id = n.message_id
-    WHERE held >= :rows AND n.content_tsv @@ plainto_tsquery('jin_search', w)) said""")
+    FROM (SELECT message_id FROM newest
+          WHERE held >= :rows AND content_tsv @@ plainto_tsquery('jin_search', w)
+          LIMIT {NAMES_TOLD}) n
+    JOIN messages m ON m.id = n.message_id) said""")
 
 
 _NAMES_HELD = _names_held(":u")
