@@ -77,7 +77,7 @@ class RecallConfig:
     # or an assistant that restates what it was told, half the evidence is there (0.8 lost 0.04
     # of R@10 on the long-conversation set, and gained 0.01 on the first synthetic set).
     assistant_weight: float = 1.0
-    user_weight: float = 1.0
+    user_weight: float = 1.0  # and a user's message (a fact's and an event's are their own)
     # A question about one side of the conversation (the person it names, as the history speaks
     # of them: memory/speakers.py) weighs the other side's messages by this too. 1.0: both alike.
     speaker_weight: float = 0.6
