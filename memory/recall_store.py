@@ -289,7 +289,7 @@ def _names_held(user: str) -> TextClause:
     owner = f"tenant_id = :t AND user_id = {user}"
     return text(f"""
 WITH newest AS MATERIALIZED (
-    SELECT message_id, content_tsv FROM message_embeddings WHERE {owner} AND {_FITS}
+    SELECT message_id, content_tsv, created_at FROM message_embeddings WHERE {owner} AND {_FITS}
     ORDER BY created_at DESC LIMIT {NAMES_NEWEST}
 ), counted AS MATERIALIZED (
     SELECT w, CASE
@@ -309,10 +309,12 @@ FROM counted, LATERAL (  -- how each side addresses a held name (memory/speakers
            count(*) FILTER (WHERE m.kind = 'user' AND starts_with(m.content, w || ':'))
                AS user_labels,
            count(*) FILTER (WHERE m.kind = 'assistant' AND starts_with(m.content, w || ':'))
-               AS assistant_labels
+               AS assistant_labels,
+           count(*) FILTER (WHERE m.kind = 'user') AS user_mentions,
+           count(*) FILTER (WHERE m.kind = 'assistant') AS assistant_mentions
     FROM (SELECT message_id FROM newest
           WHERE held >= :rows AND content_tsv @@ plainto_tsquery('jin_search', w)
-          LIMIT {NAMES_TOLD}) n
+          ORDER BY created_at DESC LIMIT {NAMES_TOLD}) n
     JOIN messages m ON m.id = n.message_id) said""")
 
 
@@ -442,7 +444,8 @@ class PostgresRecall:
             found = await fetch(conn, names_held, {**owner, "words": names, "rows": rows})
         held = [row for row in found if row["held"] >= rows]
         side = about(Addressed(row["by_user"], row["by_assistant"], row["user_labels"],
-                               row["assistant_labels"]) for row in held)
+                               row["assistant_labels"], row["user_mentions"],
+                               row["assistant_mentions"]) for row in held)
         return without_words(text, [row["word"] for row in held]), side
 
     async def _reranked(self, query: str, candidates: list[Candidate]) -> list[Candidate]:

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from memory.ranking import Side
 
 # A name addressed, as a Postgres regular expression (case aside) over a message with the name
-# `w` (SQL): after the start, a stop or a greeting, and before a comma, a stop or the end ("Hey
-# David!", "Evening, David.", "Спасибо, Аня!"), not a person spoken of ("I met David at work").
-_GREETINGS = ("hi|hey|hello|hiya|yo|dear|thanks|thank you|cheers|bye|morning|evening|night|"
-              "привет|здравствуй|здравствуйте|спасибо|пока|привіт|вітаю|дякую|бувай")
-ADDRESSED = (f"'(^|[,!?.:;]\\s*|\\m({_GREETINGS})\\s+)' || w || "
+# `w` (SQL): opening the message, after a time of day that opens it, or after a greeting, and
+# before a comma, a stop or the end ("David, ...", "Evening, David.", "Hey David!", "Спасибо,
+# Аня!"); not a person spoken of ("dinner with my wife, Anna.", "This morning Anna, the kids").
+_GREETINGS = ("hi|hey|hello|hiya|yo|thanks|thank you|cheers|bye|привет|здравствуй|"
+              "здравствуйте|спасибо|пока|привіт|вітаю|дякую|бувай")
+_OPENING = "(good\\s+)?(morning|afternoon|evening|night)\\s*[,!]?\\s*"
+ADDRESSED = (f"'(^\\s*({_OPENING})?|\\m({_GREETINGS})[,!]?\\s+)' || w || "
              "'\\M\\s*([,!?.]|$)'")
 # A name tells a side once addressed (or labelling) at least SAID times among the newest rows,
 # and LEAN times as often on one side as on the other.
@@ -43,13 +45,20 @@ class Addressed:
     by_assistant: int
     user_labels: int = 0
     assistant_labels: int = 0
+    # messages of each side that hold the name at all, addressed or not
+    user_mentions: int = 0
+    assistant_mentions: int = 0
 
     def side(self) -> Side | None:
-        """The side this name is of, if the history tells."""
+        """The side this name is of, if the history tells: the other side addresses it, and
+        it is the other side that writes it at all, as people seldom write their own name (an
+        assistant that echoes the user's partner's name tells nothing)."""
         if self.user_labels + self.assistant_labels >= SAID:
             return _leaning(self.user_labels, self.assistant_labels)
         by = _leaning(self.by_user, self.by_assistant)
-        return None if by is None else ("assistant" if by == "user" else "user")
+        if by is None or _leaning(self.user_mentions, self.assistant_mentions) != by:
+            return None
+        return "assistant" if by == "user" else "user"
 
 
 def _leaning(user: int, assistant: int) -> Side | None:

@@ -29,7 +29,8 @@ LAYERS: dict[str, Ablation] = {
     "expansion": lambda c: replace(c, fact_expansion=False),
     # Both sides of the conversation weigh alike, whoever the question names (memory/speakers.py).
     "speakers": lambda c: replace(c, speaker_weight=1.0),
-    # The dense list searches with the question as asked, the names it holds in it.
+    # Both lists search with the question as asked, the names it holds in it (and so no side is
+    # told either: memory/speakers.py).
     "names": lambda c: replace(c, name_rows=0),
     # No relevance floor: every item either search returns stays a candidate.
     "floor": lambda c: replace(c, min_similarity=-1.0, min_keyword=0.0),

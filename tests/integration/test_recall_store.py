@@ -499,8 +499,9 @@ async def test_a_question_about_the_other_friend_finds_their_line_not_a_like_one
         lines += [greeting, "All good here, busy as always."]
     lines += ["My colleague is scared of spiders, she screamed at one in the office.", "Ha!",
               "Lol, poor her.", "Heights terrify me, I froze halfway across the glass bridge."]
-    lines += ["I had lunch with Tom today.", "Nice.", "Tom says the new cafe is good.", "Cool.",
-              "Tom and I watched a film.", "Fun.", "Tom is painting the shed.", "Busy man."]
+    lines += ["Dinner tonight with my husband, Tom.", "Nice.", "My husband, Tom, says hi.",
+              "Say hi to Tom!", "Lunch first. Tom, the kids and I.", "Fun.",
+              "Tom is painting the shed.", "Busy man."]
     lines += [f"Small talk about the weather, part {i}." for i in range(20)]
     await Indexer(engine, e5, e5.name).index_chat((await import_chat(engine, "t", "sofia",
                                                                      lines))[0])
@@ -516,7 +517,8 @@ async def test_a_question_about_the_other_friend_finds_their_line_not_a_like_one
         assert (await top(cfg)).startswith("Heights terrify me"), mode
     found = await recall.question("t", (await _chat_of(engine, "sofia")), question)
     assert found.about == "assistant"
-    # Tom is spoken of, never addressed: a question about him is about nobody in particular.
+    # Tom is spoken of, never addressed ("with my husband, Tom."): a question about him is
+    # about nobody in particular.
     assert (await recall.question("t", await _chat_of(engine, "sofia"),
                                   "What is Tom painting?")).about is None
 

@@ -13,10 +13,17 @@ NOW = datetime(2026, 12, 7, tzinfo=UTC)
 
 
 def test_a_name_the_user_side_addresses_is_the_assistant_sides_and_the_other_way_round() -> None:
-    assert Addressed(by_user=11, by_assistant=0).side() == "assistant"  # "Hey David!"
-    assert Addressed(by_user=1, by_assistant=9).side() == "user"
-    assert Addressed(by_user=6, by_assistant=4).side() is None  # both address them
-    assert Addressed(by_user=2, by_assistant=0).side() is None  # too seldom to tell
+    assert Addressed(by_user=11, by_assistant=0, user_mentions=12).side() == "assistant"
+    assert Addressed(by_user=1, by_assistant=9, assistant_mentions=9).side() == "user"
+    assert Addressed(6, 4, user_mentions=6, assistant_mentions=4).side() is None  # both address
+    assert Addressed(2, 0, user_mentions=2).side() is None  # too seldom to tell
+
+
+def test_a_name_both_sides_write_tells_no_side_however_one_side_addresses_it() -> None:
+    """The user writes "Anna, ..." of their partner; an assistant that names her back in its
+    answers is not Anna: people seldom write their own name."""
+    assert Addressed(by_user=4, by_assistant=0, user_mentions=20,
+                     assistant_mentions=9).side() is None
 
 
 def test_a_name_that_labels_one_sides_messages_is_that_side() -> None:
@@ -26,7 +33,9 @@ def test_a_name_that_labels_one_sides_messages_is_that_side() -> None:
 
 
 def test_a_question_naming_both_sides_or_none_told_is_about_nobody() -> None:
-    david, sofia, kim = Addressed(11, 0), Addressed(0, 10), Addressed(1, 1)
+    david = Addressed(11, 0, user_mentions=11)
+    sofia = Addressed(0, 10, assistant_mentions=10)
+    kim = Addressed(1, 1, user_mentions=1, assistant_mentions=1)
     assert about([david]) == "assistant"
     assert about([david, kim]) == "assistant"
     assert about([david, sofia]) is None
