@@ -24,12 +24,13 @@ from memory.ranking import Side
 # A name addressed, as a Postgres regular expression (case aside) over a message with the name
 # `w` (SQL): opening the message, after a time of day that opens it, or after a greeting, and
 # before a comma, a stop or the end ("David, ...", "Evening, David.", "Hey David!", "Спасибо,
-# Аня!"); not a person spoken of ("dinner with my wife, Anna.", "This morning Anna, the kids").
+# Аня!"); or closing a clause with a call or a question ("Long time, David!", "How are you,
+# Anna?"); not a person spoken of ("dinner with my wife, Anna.", "This morning Anna, the kids").
 _GREETINGS = ("hi|hey|hello|hiya|yo|thanks|thank you|cheers|bye|привет|здравствуй|"
               "здравствуйте|спасибо|пока|привіт|вітаю|дякую|бувай")
 _OPENING = "(good\\s+)?(morning|afternoon|evening|night)\\s*[,!]?\\s*"
 ADDRESSED = (f"'(^\\s*({_OPENING})?|\\m({_GREETINGS})[,!]?\\s+)' || w || "
-             "'\\M\\s*([,!?.]|$)'")
+             "'\\M\\s*([,!?.]|$)|,\\s*' || w || '\\M\\s*[!?]'")
 # A name tells a side once addressed (or labelling) at least SAID times among the newest rows,
 # and LEAN times as often on one side as on the other.
 SAID = 3
