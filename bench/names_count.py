@@ -6,9 +6,9 @@ One user with `--rows` indexed messages, one chat of alternating sides, in a scr
 Postgres of its own (`--datadir`; its HNSW index dropped, so that the rows load in seconds). A
 share of them greets "Anna"; none holds "Zorro". Printed: the median time of the statement as
 recall runs it (a generic plan, as the engine sets), for a question naming Anna, one naming
-Zorro, and one naming both, at each share; beside it in the same run, the baseline: the
-statement of 49aeb96, which counted the names alone, without how each side addresses them
-(memory/speakers.py).
+Zorro, and one naming both, at each share; beside it in the same run, the baseline: the same
+statement less how each side addresses the names it holds (memory/speakers.py), the names
+counted alone, as in 49aeb96.
 """
 
 from __future__ import annotations
@@ -28,25 +28,12 @@ from chat.store import PostgresChatStore
 from chat.types import ModelSettings
 from db.engine import create_engine
 from db.statements import connect, fetch
-from memory.recall_store import _FITS, _NAMES_HELD, NAMES_NEWEST, name_words
+from memory.recall_store import _NAMES_HELD, name_words, names_counted
 
 QUESTIONS = ["When does Anna turn thirty?", "When does Zorro turn thirty?",
              "Did Anna meet Zorro in Lisbon?"]
 
-_OWNER = "tenant_id = :t AND user_id = :u"
-BASELINE = text(f"""
-WITH newest AS MATERIALIZED (
-    SELECT content_tsv FROM message_embeddings WHERE {_OWNER} AND {_FITS}
-    ORDER BY created_at DESC LIMIT {NAMES_NEWEST}
-)
-SELECT w AS word, CASE
-    WHEN (SELECT count(*) FROM (SELECT 1 FROM newest
-          WHERE content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) x) >= :rows
-    THEN :rows
-    ELSE (SELECT count(*) FROM (SELECT 1 FROM message_embeddings
-          WHERE {_OWNER} AND content_tsv @@ plainto_tsquery('jin_search', w) LIMIT :rows) y)
-    END AS held
-FROM unnest(CAST(:words AS text[])) w""")
+BASELINE = text(names_counted(":u") + "SELECT w AS word, held FROM counted")
 
 _LOAD = text("""
 WITH m AS (

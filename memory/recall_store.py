@@ -285,9 +285,11 @@ NAMES_NEWEST = 300
 NAMES_TOLD = 50  # of those rows holding a name, how many are read for how it is addressed
 
 
-def _names_held(user: str) -> TextClause:
+def names_counted(user: str) -> str:
+    """The WITH clause of the names' statement: the user's newest short rows (`newest`), and
+    each word of `:words` with how many rows hold it, up to `:rows` (`counted`)."""
     owner = f"tenant_id = :t AND user_id = {user}"
-    return text(f"""
+    return f"""
 WITH newest AS MATERIALIZED (
     SELECT message_id, content_tsv, created_at FROM message_embeddings WHERE {owner} AND {_FITS}
     ORDER BY created_at DESC LIMIT {NAMES_NEWEST}
@@ -301,7 +303,11 @@ WITH newest AS MATERIALIZED (
         END AS held
     FROM unnest(CAST(:words AS text[])) w
 )
-SELECT w AS word, held, said.*
+"""
+
+
+def _names_held(user: str) -> TextClause:
+    return text(names_counted(user) + f"""SELECT w AS word, held, said.*
 FROM counted, LATERAL (  -- how each side addresses a held name (memory/speakers.py)
     SELECT count(*) FILTER (WHERE m.kind = 'user' AND m.content ~* ({ADDRESSED})) AS by_user,
            count(*) FILTER (WHERE m.kind = 'assistant' AND m.content ~* ({ADDRESSED}))
