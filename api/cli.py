@@ -168,10 +168,15 @@ def _import(args: argparse.Namespace) -> int:
         print(f"jin import: {path} is not UTF-8 text", file=sys.stderr)
         return 2
     lower_priority(settings.import_nice)
-    with _migrated(settings) as url:
-        report = asyncio.run(run_import(
-            settings, url, content, str(path), user=args.user, tenant=args.tenant,
-            fmt=args.format, index=not args.no_index))
+    try:
+        with _migrated(settings) as url:
+            report = asyncio.run(run_import(
+                settings, url, content, str(path), user=args.user, tenant=args.tenant,
+                fmt=args.format, index=not args.no_index))
+    except KeyboardInterrupt:  # (what was written is committed; claims are let go)
+        print("\njin import: stopped. What it wrote is kept: run the same command again to go "
+              "on where it stopped.", file=sys.stderr)
+        return 130
     print(json.dumps(report.to_json(), indent=2))
     return 1 if report.bad_lines else 0
 

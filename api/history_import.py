@@ -25,7 +25,7 @@ from api.embedders import build_embedder, embedder_server
 from api.import_formats import BadLine, Format, detect, parse
 from api.reindex import Progress
 from api.settings import Settings
-from chat.importer import ChatMoved, ImportedConversation, write_conversation
+from chat.importer import ChatMoved, ImportedConversation, Written, write_conversation
 from chat.ports import ChatStore
 from chat.store import PostgresChatStore
 from db.engine import create_engine
@@ -81,10 +81,7 @@ async def write_file(
     report.conversations = len(conversations)
     bar = progress or Progress("conversations", len(conversations), out)
     for conversation in conversations:
-        try:
-            written = await write_conversation(chats, counter, tenant, user, conversation)
-        except ChatMoved:  # a step on it meanwhile (someone is already talking there): again
-            written = await write_conversation(chats, counter, tenant, user, conversation)
+        written = await _written(chats, counter, tenant, user, conversation)
         report.chats_created += written.new_chat
         report.messages_written += len(written.messages)
         report.messages_already_there += len(conversation.turns) - len(written.messages)
@@ -94,18 +91,39 @@ async def write_file(
     return report
 
 
+# A conversation whose chat took rows from elsewhere meanwhile is written again, this many
+# times at most: a chat someone is busy talking in can keep moving.
+WRITE_TRIES = 5
+
+
+async def _written(chats: ChatStore, counter: TokenCounter, tenant: str, user: str,
+                   conversation: ImportedConversation) -> Written:
+    for _ in range(WRITE_TRIES - 1):
+        try:
+            return await write_conversation(chats, counter, tenant, user, conversation)
+        except ChatMoved:  # a step on it meanwhile (someone is already talking there): again
+            await asyncio.sleep(0.2)
+    return await write_conversation(chats, counter, tenant, user, conversation)
+
+
 async def index_queue(indexer: Indexer, out: TextIO) -> tuple[int, float]:
     """Drain the recall queue (the indexing phase) until no backfill waits; (messages indexed
     here, seconds). Serving workers may index some of it meanwhile."""
     started = time.perf_counter()
     bar = Progress("indexing", await indexer.pending(), out)
-    indexed = 0
+    indexed, told = 0, False
     while True:
         indexed += await indexer.backfill(bar.advance)
-        if not await indexer.pending(backfill_only=True):
+        if not (left := await indexer.pending(backfill_only=True)):
             break
         # What is left is claimed: by a serving worker (done in a moment), or by a run that
         # was stopped (its claim expires after JIN_INDEXER_CLAIM_SECONDS).
+        if not told:
+            out.write(("\n" if bar.tty else "") + f"indexing: waiting for {left} messages "
+                      "another process has claimed (a serving worker, or a stopped run whose "
+                      "claim ends within JIN_INDEXER_CLAIM_SECONDS)\n")
+            out.flush()
+            told = True
         await asyncio.sleep(0.5)
     bar.close()
     return indexed, time.perf_counter() - started

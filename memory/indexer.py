@@ -345,19 +345,33 @@ class Indexer:
                     progress(done)
 
         try:
-            while rows := await self._claim(None, EVERY_POSITION, BACKFILL):
+            while rows := await self._claimed_backfill():
                 try:
                     ids, vectors, _ = await self._embedded(rows)
-                except BaseException:  # as in drain(): the batch goes back now
+                    await written()  # one write in flight: the next waits for it
+                except BaseException:  # as in drain(): the batch goes back now (stopped while
+                    # it embedded, or while the one before was written or shown)
                     await asyncio.shield(self._unclaim([row["id"] for row in rows]))
                     raise
-                await written()  # one write in flight: the next waits for it
                 writing = asyncio.create_task(self._write_counted(ids, vectors))
             await written()
         finally:
             if writing is not None:  # stopped: the batch being written is written all the same
                 await asyncio.gather(asyncio.shield(writing), return_exceptions=True)
         return indexed
+
+    async def _claimed_backfill(self) -> list[Any]:
+        """The next backfill batch, claimed. Stopped while claiming (Ctrl-C on `jin import`),
+        the claim is finished and let go: once committed, it would keep its rows from every
+        indexer for `claim_seconds`."""
+        claim = asyncio.ensure_future(self._claim(None, EVERY_POSITION, BACKFILL))
+        try:
+            return await asyncio.shield(claim)
+        except BaseException:
+            rows = (await asyncio.gather(claim, return_exceptions=True))[0]
+            if isinstance(rows, list) and rows:
+                await asyncio.shield(self._unclaim([row["id"] for row in rows]))
+            raise
 
     async def _write_counted(self, ids: list[uuid.UUID], vectors: list[Embedding]) -> int:
         await self._write(ids, vectors)

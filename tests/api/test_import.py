@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -137,3 +138,48 @@ def test_a_command_on_the_embedded_database_does_not_print_its_start_and_stop() 
     assert done.returncode == 0, done.stderr
     assert "embedded PostgreSQL running" in done.stderr
     assert "pgserver" not in done.stderr and "pg_ctl" not in done.stderr, done.stderr
+
+
+async def test_ctrl_c_stops_the_import_with_a_word_and_the_same_command_goes_on(
+    engine: AsyncEngine, database_url: str, model_url: str,
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while `jin import` indexes: one line saying how to go on, no traceback; the same
+    command then indexes the rest, without waiting on what the stopped run had claimed."""
+    lines = tmp_path / "chats.jsonl"
+    lines.write_text("".join(json.dumps({"id": f"c{i}", "messages": [
+        {"role": "user", "content": f"question {i} about the garden"},
+        {"role": "assistant", "content": f"answer {i} about the roses"}]}) + "\n"
+        for i in range(150)))
+    env = {**os.environ, "JIN_DATABASE_URL": database_url, "JIN_EMBEDDER_URL": model_url,
+           "JIN_EMBEDDER_MODEL": "fake-embedder", "JIN_IMPORT_NICE": "0",
+           "JIN_INDEXER_BATCH_SIZE": "1"}  # 300 embedder calls: time to be stopped
+    command = [str(Path(sys.executable).with_name("jin")), "import", str(lines), "--user", "cy"]
+
+    def stopped() -> tuple[int, str]:
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # the progress: a line per 10% off a terminal
+            seen.append(line)
+            if line.startswith("indexing: ") and "(0%)" not in line:
+                proc.send_signal(signal.SIGINT)
+                break
+        rest = proc.communicate(timeout=60)[1]
+        return proc.returncode, "".join(seen) + rest
+
+    code, err = await asyncio.to_thread(stopped)
+    assert code == 130, err
+    assert "run the same command again" in err and "Traceback" not in err
+    async with engine.connect() as conn:
+        left = (await conn.execute(text("SELECT count(*) FROM recall_queue"))).scalar_one()
+    assert 0 < left < 300
+    done = await asyncio.to_thread(subprocess.run, command, env=env, capture_output=True,
+                                   text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["messages_written"], report["messages_already_there"]) == (0, 300)
+    assert report["indexed"] == left and "waiting" not in done.stderr
+    async with engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM recall_queue"))).scalar_one() == 0

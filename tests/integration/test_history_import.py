@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.history_import import ImportReport, write_file
+from api.history_import import ImportReport, index_queue, write_file
 from chat.store import PostgresChatStore
 from llm.onnx_embedder import OnnxMiniLM
 from llm.tokens import TiktokenCounter
@@ -271,6 +271,31 @@ async def test_backfill_indexes_every_queued_message_once_batch_after_batch(
     indexer = Indexer(engine, minilm, "minilm", IndexerConfig(batch_size=3))
     assert await indexer.backfill(shown.append) == 8
     assert shown == [3, 3, 2] and await indexer.pending() == 0
+    async with engine.connect() as conn:
+        vectors = (await conn.execute(text(
+            "SELECT count(*) FROM message_embeddings WHERE embedder = 'minilm' "
+            "AND embedding IS NOT NULL"))).scalar_one()
+    assert vectors == 8
+
+
+async def test_an_import_stopped_while_it_indexes_goes_on_at_once_each_message_indexed_once(
+    engine: AsyncEngine, minilm: OnnxMiniLM,
+) -> None:
+    await _import(engine, jin_file())
+    await _import(engine, openai_file())  # 8 messages queued
+    indexer = Indexer(engine, minilm, "minilm", IndexerConfig(batch_size=3))
+
+    def stop(_: int) -> None:  # Ctrl-C once the first batch is shown: the next is embedded
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        await indexer.backfill(stop)
+    # The run after it finds nothing left claimed by the stopped one: it does not wait for the
+    # claim to expire (60 s), and tells of no wait.
+    out = io.StringIO()
+    indexed, _ = await asyncio.wait_for(index_queue(indexer, out), timeout=20)
+    assert (indexed, await indexer.pending()) == (5, 0)
+    assert "waiting" not in out.getvalue()
     async with engine.connect() as conn:
         vectors = (await conn.execute(text(
             "SELECT count(*) FROM message_embeddings WHERE embedder = 'minilm' "
