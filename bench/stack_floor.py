@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -129,8 +130,6 @@ def floor_worker(stack: ExitStack, database_url: str, model_url: str) -> str:
 
 def served() -> FastAPI:
     """uvicorn's factory: the floor on the database and model its environment names."""
-    import os
-
     return floor_app(os.environ["JIN_FLOOR_DATABASE"], os.environ["JIN_FLOOR_MODEL"])
 
 
