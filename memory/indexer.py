@@ -221,6 +221,19 @@ class Indexer:
         return Drained(len(rows), len(ids), parked)
 
     async def _claim(self, chat_id: uuid.UUID | None, through: int, priority: int) -> list[Any]:
+        """A batch, claimed. Stopped while claiming (Ctrl-C on `jin import`, a worker shutting
+        down), the claim is finished and let go: once committed, it would keep its rows from
+        every indexer for `claim_seconds`."""
+        claim = asyncio.ensure_future(self._claimed(chat_id, through, priority))
+        try:
+            return await asyncio.shield(claim)
+        except BaseException:
+            rows = (await asyncio.gather(claim, return_exceptions=True))[0]
+            if isinstance(rows, list) and rows:
+                await asyncio.shield(self._unclaim([row["id"] for row in rows]))
+            raise
+
+    async def _claimed(self, chat_id: uuid.UUID | None, through: int, priority: int) -> list[Any]:
         async with connect(self._db) as conn:
             return await fetch(conn, _CLAIM if chat_id is None else _CLAIM_CHAT, {
                 "chat": chat_id, "through": through, "n": self.config.batch_size,
@@ -345,7 +358,7 @@ class Indexer:
                     progress(done)
 
         try:
-            while rows := await self._claimed_backfill():
+            while rows := await self._claim(None, EVERY_POSITION, BACKFILL):
                 try:
                     ids, vectors, _ = await self._embedded(rows)
                     await written()  # one write in flight: the next waits for it
@@ -359,19 +372,6 @@ class Indexer:
             if writing is not None:  # stopped: the batch being written is written all the same
                 await asyncio.gather(asyncio.shield(writing), return_exceptions=True)
         return indexed
-
-    async def _claimed_backfill(self) -> list[Any]:
-        """The next backfill batch, claimed. Stopped while claiming (Ctrl-C on `jin import`),
-        the claim is finished and let go: once committed, it would keep its rows from every
-        indexer for `claim_seconds`."""
-        claim = asyncio.ensure_future(self._claim(None, EVERY_POSITION, BACKFILL))
-        try:
-            return await asyncio.shield(claim)
-        except BaseException:
-            rows = (await asyncio.gather(claim, return_exceptions=True))[0]
-            if isinstance(rows, list) and rows:
-                await asyncio.shield(self._unclaim([row["id"] for row in rows]))
-            raise
 
     async def _write_counted(self, ids: list[uuid.UUID], vectors: list[Embedding]) -> int:
         await self._write(ids, vectors)
