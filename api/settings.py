@@ -131,6 +131,7 @@ class Settings(BaseSettings):
     recall_rrf_k: int | None = Field(default=None, gt=0)
     recall_name_rows: int | None = Field(default=None, ge=0)
     recall_fact_expansion: bool | None = None
+    recall_expansion_sources: int | None = Field(default=None, ge=0)
     recall_dense_weight: float | None = Field(default=None, ge=0)
     recall_keyword_weight: float | None = Field(default=None, ge=0)
     recall_freshness_days: float | None = Field(default=None, ge=0)

@@ -35,6 +35,7 @@ class Candidate:
     text: str
     vector: np.ndarray  # unit length
     new_id: uuid.UUID
+    sources: tuple[uuid.UUID, ...] = ()  # the messages it was drawn from
 
 
 @dataclass(frozen=True)

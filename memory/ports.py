@@ -59,6 +59,7 @@ class FactStore(Protocol):
         self, tenant_id: str, user_id: str, facts: list[str], sources: list[uuid.UUID]
     ) -> int:
         """Write facts (the memory flush); an existing fact is updated, never duplicated.
+        `sources`: the messages the flush read; each fact keeps those of them that say it.
         Returns how many were new."""
         ...
 

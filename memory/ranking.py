@@ -53,13 +53,14 @@ class RecallConfig:
     # conversation). 0: the question as it is.
     name_rows: int = 4
     # A message is also found through the current facts drawn from it (their
-    # `source_message_ids`): in each list, it takes the better of its own rank and the best such
-    # fact's (memory/recall_store.py). The facts the memory flush writes become extra keys for
-    # the turns they came from, in the words of the extraction rather than of the chat. Off by
-    # default: it pays only when a fact names the turn it came from (R@10 0.371 -> 0.643 on the
-    # long-conversation set), and the flush names every turn of the span it read, where it cost
-    # 0.04 (0.371 -> 0.333: each turn of the span rises to the fact's rank; bench/README.md).
-    fact_expansion: bool = False
+    # `source_message_ids`: of the span the memory flush read, the messages that say the fact,
+    # memory/facts.py `drawn_from`): in each list, it takes the better of its own rank and the
+    # best such fact's (memory/recall_store.py). The facts the flush writes become extra keys
+    # for the turns they came from, in the words of the extraction rather than of the chat
+    # (bench/README.md, fact expansion). A fact naming more than `expansion_sources` messages is
+    # the key of none: each would rise to its rank.
+    fact_expansion: bool = True
+    expansion_sources: int = 5
     dense_weight: float = 1.0
     keyword_weight: float = 1.0
     freshness_days: float = 14.0  # no decay inside this window

@@ -130,17 +130,19 @@ SCORE = """(((CASE WHEN dense_rank IS NULL THEN 0
               ELSE CAST(:w_user AS float8) END
          * (0.5::float8 + importance)))"""
 # Expansion (`RecallConfig.fact_expansion`): a current fact found by either list is also a key of
-# the messages it was drawn from (`source_message_ids`: what the memory flush read), so a message
-# said in other words than the question is found through what was extracted from it. Each such
-# message takes, in each list, the better of its own rank and that of the best fact naming it; only
-# messages the user may recall (`{recallable}`: of the user, not shown, not hidden).
+# the messages it was drawn from (`source_message_ids`: those of the span the memory flush read
+# that say it, memory/facts.py `drawn_from`), so a message said in other words than the question
+# is found through what was extracted from it. Each such message takes, in each list, the better
+# of its own rank and that of the best fact naming it; only messages the user may recall
+# (`{recallable}`: of the user, not shown, not hidden). A fact naming more than
+# `:expand_sources` messages (a whole span: none said enough of it) is a key of none of them.
 _EXPANDED = """xm AS MATERIALIZED (
     SELECT s.id, min(f.dense) AS dense, min(f.keyword) AS keyword, min(f.d) AS d,
            max(f.score) AS score
     FROM (SELECT id, df.r AS dense, kf.r AS keyword, df.d, kf.score
           FROM df FULL JOIN kf USING (id)) f
     JOIN {facts} o ON o.id = f.id, unnest(o.source_message_ids) s(id)
-    WHERE :expand AND {recallable}
+    WHERE :expand AND cardinality(o.source_message_ids) <= :expand_sources AND {recallable}
     GROUP BY s.id
 )"""
 _LISTS = ", ".join([dense_list("dm", "{dense}", "message_id"),
@@ -552,5 +554,6 @@ def _scoring(cfg: RecallConfig, now: datetime) -> dict[str, Any]:
         "shortlist": SHORTLIST * cfg.max_items,
         "k1": cfg.bm25_k1, "b": cfg.bm25_b, "min_similarity": cfg.min_similarity,
         "min_keyword": cfg.min_keyword, "expand": cfg.fact_expansion,
+        "expand_sources": cfg.expansion_sources,
         "graph": cfg.graph, "graph_keywords": cfg.graph_keywords, "late": cfg.rerank,
     }

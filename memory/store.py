@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from db.statements import Connection, connect, fetch, transaction
 from llm.ports import Embedder, Embedding
 from memory.duplicates import Add, Batch, Candidate, Decision, Stored, Supersede, Touch
-from memory.facts import clean, key_terms, normalize
+from memory.facts import clean, drawn_from, key_terms, normalize
 from memory.hnsw_membership import ANN_FROM, count_written, nearest
 from memory.ports import Fact, FactWrite
 
@@ -89,23 +89,25 @@ _TOUCH_ALL = text("""
 UPDATE memories m SET updated_at = now(), importance = GREATEST(m.importance, :importance),
     embedding = COALESCE(m.embedding, b.v), embedder = COALESCE(m.embedder, :embedder),
     source_message_ids = ARRAY(
-        SELECT DISTINCT unnest(m.source_message_ids || CAST(:sources AS uuid[])))
-FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[])) AS b(id, v)
+        SELECT DISTINCT unnest(m.source_message_ids || CAST(b.src AS uuid[])))
+FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS vector[]), CAST(:sources AS text[]))
+    AS b(id, v, src)
 WHERE m.id = b.id""")
 
 _INSERT_ALL = text("""
 INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
                       source_message_ids, origin, ann)
-SELECT b.id, :t, :u, b.text, b.norm, b.v, :embedder, :importance, CAST(:sources AS uuid[]),
+SELECT b.id, :t, :u, b.text, b.norm, b.v, :embedder, :importance, CAST(b.src AS uuid[]),
        :origin, :ann
 FROM unnest(CAST(:ids AS uuid[]), CAST(:texts AS text[]), CAST(:norms AS text[]),
-            CAST(:vectors AS vector[])) AS b(id, text, norm, v)""")
+            CAST(:vectors AS vector[]), CAST(:sources AS text[])) AS b(id, text, norm, v, src)""")
 
 _SUPERSEDE_ALL = text("""
 WITH b AS (
     SELECT * FROM unnest(CAST(:old_ids AS uuid[]), CAST(:ids AS uuid[]), CAST(:texts AS text[]),
-                         CAST(:norms AS text[]), CAST(:vectors AS vector[]))
-        AS b(old_id, id, text, norm, v)
+                         CAST(:norms AS text[]), CAST(:vectors AS vector[]),
+                         CAST(:sources AS text[]))
+        AS b(old_id, id, text, norm, v, src)
 ), old AS (
     UPDATE memories m SET valid_to = now(), superseded_by = b.id, updated_at = now()
     FROM b WHERE m.id = b.old_id RETURNING m.id, m.source_message_ids, m.importance
@@ -113,7 +115,7 @@ WITH b AS (
 INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embedder, importance,
                       source_message_ids, origin, ann)
 SELECT b.id, :t, :u, b.text, b.norm, b.v, :embedder, GREATEST(old.importance, :importance),
-       ARRAY(SELECT DISTINCT unnest(old.source_message_ids || CAST(:sources AS uuid[]))), :origin,
+       ARRAY(SELECT DISTINCT unnest(old.source_message_ids || CAST(b.src AS uuid[]))), :origin,
        :ann
 FROM old JOIN b ON b.old_id = old.id""")
 
@@ -122,6 +124,15 @@ INSERT INTO memories (id, tenant_id, user_id, text, normalized, embedding, embed
                       source_message_ids, origin, ann)
 VALUES (:new_id, :t, :u, :text, :norm, :v, :embedder, :importance, CAST(:sources AS uuid[]),
         :origin, :ann)""")
+
+# The search lexemes of messages and of facts, as recall's keyword list matches them.
+_SAID = text("""
+SELECT id, ARRAY(SELECT lexeme FROM unnest(recall_text_vector(content))) AS terms
+FROM messages WHERE id = ANY(CAST(:ids AS uuid[]))""")
+
+_TERMS = text("""
+SELECT ARRAY(SELECT lexeme FROM unnest(to_tsvector('jin_search', b.t))) AS terms
+FROM unnest(CAST(:texts AS text[])) WITH ORDINALITY AS b(t, i) ORDER BY b.i""")
 
 _FACT_COLUMNS = (
     "id, text, importance, origin, source_message_ids, valid_from, valid_to, superseded_by, "
@@ -186,13 +197,16 @@ class PostgresFactStore:
         if not by_norm:
             return []
         vectors = await self._embedder.embed(list(by_norm.values()))  # outside the transaction
-        candidates = [
-            Candidate(norm, fact, _unit(vector), uuid.uuid4())
-            for (norm, fact), vector in zip(by_norm.items(), vectors, strict=True)
-        ]
         common = {"t": tenant_id, "u": user_id, "embedder": self._embedder_name,
-                  "importance": importance, "sources": sources, "origin": origin}
+                  "importance": importance, "origin": origin}
         async with connect(self._db) as conn:
+            # A flush names the span it read; a tool or the API, the messages it acted in.
+            drawn = (await _drawn(conn, list(by_norm.values()), sources) if origin == "flush"
+                     else [sources for _ in by_norm])
+            candidates = [
+                Candidate(norm, fact, _unit(vector), uuid.uuid4(), tuple(each))
+                for (norm, fact), vector, each in zip(by_norm.items(), vectors, drawn, strict=True)
+            ]
             async with transaction(conn):  # the lock's, for all
                 [owner] = await fetch(conn, _LOCK, common)
                 writes = await self._write_all(conn, candidates, {**common, "ann": owner["ann"]})
@@ -236,7 +250,8 @@ class PostgresFactStore:
         if touches:
             await fetch(conn, _TOUCH_ALL, {
                 **common, "ids": [d.id for d in touches],
-                "vectors": [Vector(d.fact.vector) for d in touches]})
+                "vectors": [Vector(d.fact.vector) for d in touches],
+                "sources": [_uuids(d.fact.sources) for d in touches]})
         if adds:
             await fetch(conn, _INSERT_ALL, {**common, **_columns([d.fact for d in adds])})
         if supersedes:
@@ -307,12 +322,38 @@ def _nearest(row: Any) -> Stored | None:
 def _params(fact: Candidate) -> dict[str, Any]:
     """One fact's parameters for the one-by-one statements."""
     return {"text": fact.text, "norm": fact.norm, "v": Vector(fact.vector),
-            "new_id": fact.new_id}
+            "new_id": fact.new_id, "sources": list(fact.sources)}
 
 
 def _columns(facts: list[Candidate]) -> dict[str, Any]:
     return {"ids": [f.new_id for f in facts], "texts": [f.text for f in facts],
-            "norms": [f.norm for f in facts], "vectors": [Vector(f.vector) for f in facts]}
+            "norms": [f.norm for f in facts], "vectors": [Vector(f.vector) for f in facts],
+            "sources": [_uuids(f.sources) for f in facts]}
+
+
+def _uuids(ids: tuple[uuid.UUID, ...]) -> str:
+    """A fact's sources as one element of a text array (Postgres has no array of arrays of
+    different lengths): a uuid[] literal."""
+    return "{" + ",".join(str(i) for i in ids) + "}"
+
+
+async def _drawn(
+    conn: Connection, facts: list[str], sources: list[uuid.UUID]
+) -> list[list[uuid.UUID]]:
+    """Each fact's sources: of the messages it was written from, those that say it
+    (memory/facts.py `drawn_from`), by the lexemes recall's keyword list matches. Sources that
+    are not messages of this database are kept as they are."""
+    given = list(dict.fromkeys(sources))
+    if len(given) <= 1:
+        return [given for _ in facts]
+    rows = await fetch(conn, _SAID, {"ids": given})
+    said = {row["id"]: frozenset(row["terms"]) for row in rows}
+    if len(said) <= 1:
+        return [given for _ in facts]
+    read = [(s, said[s]) for s in given if s in said]
+    unread = [s for s in given if s not in said]
+    terms = [frozenset(row["terms"]) for row in await fetch(conn, _TERMS, {"texts": facts})]
+    return [drawn_from(fact, read) + unread for fact in terms]
 
 
 def _result(decision: Decision) -> FactWrite:

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llm.onnx_embedder import OnnxMiniLM
 from memory.store import PostgresFactStore
-from tests.integration.history import out_of_line
+from tests.integration.history import import_chat, out_of_line
 
 
 @pytest.fixture
@@ -125,3 +125,29 @@ async def test_facts_written_together_end_as_written_one_by_one(
                   for w in await store.write("t", "one-by-one", [fact], [now], origin="flush")]
     assert [(w.action, w.text) for w in together] == [(w.action, w.text) for w in one_by_one]
     assert await _state(engine, "together") == await _state(engine, "one-by-one")
+
+
+
+async def test_a_flushed_fact_names_the_messages_of_its_span_that_said_it(
+    store: PostgresFactStore, engine: AsyncEngine,
+) -> None:
+    """The flush writes its facts with the span it read; each fact keeps the messages that say
+    it, so that recall can find them through it, and the whole span when none does."""
+    lines = ["Hi Ana! How was the trip?", "Long, but the kids loved the mountains.",
+             "We adopted a ginger kitten from the shelter last week!", "Oh lovely, a name?",
+             "Rocket. He climbs the curtains already, our little kitten.",
+             "Grey and drizzly here again.", "Ours too. Back to work on Monday, sadly."]
+    _, ids = await import_chat(engine, "t", "ana", lines)
+    kitten, name, unsaid = ("Ana adopted a ginger kitten from the shelter",
+                            "The kitten is called Rocket", "Cello lessons begin in spring")
+    await store.write("t", "ana", [kitten, name, unsaid], ids, origin="flush")
+    sources = {f.text: f.sources for f in await store.list("t", "ana")}
+    assert sources[kitten] == [ids[2]]
+    assert sources[name] == [ids[4]]
+    assert set(sources[unsaid]) == set(ids)
+    # The same fact written again from a later span gains the message that says it there.
+    _, later = await import_chat(engine, "t", "ana", ["How is the ginger kitten from the shelter?",
+                                                      "Sleeping on my keyboard, as always."])
+    [again] = await store.write("t", "ana", [kitten], later, origin="flush")
+    assert again.action == "updated"
+    assert set((await store.get("t", "ana", again.id)).sources) == {ids[2], later[0]}

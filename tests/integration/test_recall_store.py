@@ -434,6 +434,14 @@ async def test_a_message_is_found_through_the_current_facts_drawn_from_it_in_eit
     assert far not in await found("bo", on)
 
     facts = PostgresFactStore(engine, minilm, minilm.name)
+    # Written from the whole chat, as a flush of it would, the fact names all of it: no message
+    # holds enough of its words ("plays" of a cousin's guitar is one of four): a key of none.
+    [vague] = await facts.write("t", "ana", ["Ana is learning to play the cello"], ids,
+                                origin="flush")
+    assert set((await facts.get("t", "ana", vague.id)).sources) == set(ids)
+    got = await found("ana", on)
+    assert far not in got and vague.id in got
+    assert await facts.forget("t", "ana", fact_id=vague.id)
     [fact] = await facts.write("t", "ana", ["Ana is learning to play the cello"], [far],
                                origin="flush")
     assert far in await found("ana", on)
