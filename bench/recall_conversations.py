@@ -29,9 +29,10 @@ With `--fact-sources turn`, each planted line also comes with the fact a memory 
 from it (a "fact" line: "Anna adopted a pet, a ginger kitten", bench/talk.py `noted`), sourced from
 that turn: an oracle flush, what a perfect extractor would write, one fact a planted line and
 nothing of the small talk. A measurement of fact expansion on this set is therefore an upper bound
-of what expansion gives with a real helper model. jin's flush names every message of the compacted
-span as a fact's source; `--fact-sources session` gives each fact its whole session instead, nearer
-that. (The facts draw nothing from the generator: the turns and questions are those of a set
+of what expansion gives with a real helper model. jin's flush hands the fact store every message
+of the compacted span, and the store keeps those that say the fact (memory/facts.py
+`drawn_from`); `--fact-sources session` gives each fact its whole session, as the flush hands it
+over. (The facts draw nothing from the generator: the turns and questions are those of a set
 without them, and the default, `none`, writes no facts: the set the recall tables of
 bench/README.md measure.)
 """
