@@ -57,7 +57,7 @@ Source = TypeVar("Source", bound=Hashable)
 # least DRAWN_SHARE of the best one's score, at most DRAWN_MOST of them (bench/README.md, fact
 # expansion).
 DRAWN_COVER = 0.2
-DRAWN_SHARE = 0.5
+DRAWN_SHARE = 0.75
 DRAWN_MOST = 3
 
 

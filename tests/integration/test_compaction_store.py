@@ -157,6 +157,14 @@ async def test_lines_a_forgetful_helper_drops_are_kept_as_they_were_and_remember
     assert sorted(lockers) == [f"[user] Locker LCK-{n:04d} belongs to the night shift."
                                for n in range(len(lockers))]  # each once, as it was said
     assert len(lockers) >= 18  # what the four passes summarised
+    # Each fact names the one message of its span that said it, not the whole span it read.
+    async with engine.connect() as conn:
+        named = (await conn.execute(text(
+            "SELECT f.text, array_agg(m.content) FROM memories f, unnest(f.source_message_ids) s"
+            " JOIN messages m ON m.id = s WHERE f.user_id = 'u' AND f.text LIKE '%LCK-%'"
+            " GROUP BY f.text"))).all()
+    assert len(named) == len(lockers)
+    assert all(said == [fact.removeprefix("[user] ")] for fact, said in named), named
 
 
 class GatedIndex:
