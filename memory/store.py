@@ -6,7 +6,9 @@ added twice: the same text is touched and gains its new sources; a close paraphr
 it (the old row gets `valid_to` and `superseded_by`, the new one inherits its sources). Writes of
 one user are serialised by a transaction-level advisory lock, so two workers cannot both add the
 same fact. Whether a user's facts go into the HNSW index is the user's `recall_owners` row's to
-say (memory/hnsw_membership.py), read with the lock and counted after the commit.
+say (memory/hnsw_membership.py), read with the lock and counted after the commit. A fact the
+memory flush writes keeps, of the span of messages it was drawn from, those that say it
+(memory/facts.py `drawn_from`): its keys in recall's expansion.
 """
 
 from __future__ import annotations
