@@ -60,7 +60,8 @@ async def measure(url: str, written: Dataset, truth: Dataset) -> None:
             cid = fact.conversation_id
             sources = [message_of[(cid, turn)] for turn in fact.sources]
             [w] = await store.write(tenant, cid, [fact.text], sources, origin="flush")
-            [stored] = [f for f in await store.list(tenant, cid, limit=1000) if f.id == w.id]
+            stored = await store.get(tenant, cid, w.id)
+            assert stored is not None
             names = set(stored.sources)
             true = {message_of[(cid, turn)] for turn in true_of[(cid, fact.text)]}
             kept.append(len(names))

@@ -127,7 +127,6 @@ async def test_facts_written_together_end_as_written_one_by_one(
     assert await _state(engine, "together") == await _state(engine, "one-by-one")
 
 
-
 async def test_a_flushed_fact_names_the_messages_of_its_span_that_said_it(
     store: PostgresFactStore, engine: AsyncEngine,
 ) -> None:

@@ -27,7 +27,7 @@ def test_a_fact_names_the_message_that_said_it_not_the_whole_span() -> None:
 
 
 def test_a_fact_no_message_holds_enough_of_is_drawn_from_all_of_them() -> None:
-    fact = _terms("ana is learning the cello at evening classes")  # "the" and "ana" only
+    fact = _terms("ana is learning the cello at evening classes")  # "ana", "the", "at" only
     assert drawn_from(fact, _session()) == [m for m, _ in SESSION]
 
 
